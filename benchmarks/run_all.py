@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""``make bench``: the issue-9 figures, side by side, from real upgrade runs on the simulator.
+
+Runs (each an ``ansible-playbook upgrade.yml`` against ``harvester-sim serve``, see
+``harness.py``):
+
+* ``three-node`` and ``twenty-node`` (target-aware evacuation, the default),
+* the migration scenario again with the naive evacuation (``-e
+  node_upgrade_target_aware=false``: Rancher's drain and KubeVirt pick the targets),
+* ``hundred-node`` at high speed (skip with ``--no-hundred``),
+* the simulator's own scale benchmark (``sim_scale.py``: boot and idle RSS).
+
+Prints a table and writes ``benchmarks/results/<timestamp>.json`` and
+``benchmarks/results/latest.json``. Figures (docs/performance.md explains each):
+
+1. overhead = playbook wall time / critical path in wall seconds (``critical_path_s / speed``)
+2. hook reaction (real seconds, p50/p95): Rancher sets pre-drain/post-drain -> our first
+   action, and evacuation finished / node back from reboot -> our hook answer
+3. migrations / lower bound (every migratable VM once + the first node's VMs once more), and
+   the same for the naive baseline
+4. API requests per node by verb (the collection's user agent only) for 3, 20, 100 nodes
+5. CPU seconds of the ansible-playbook process tree per node, and its peak RSS
+6. hundred-node wall time and simulator peak RSS
+
+Not a test: nothing here asserts; a missed target is printed as such.
+
+    .venv/bin/python benchmarks/run_all.py [--no-hundred] [--speed 60] [--hundred-speed 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import ROOT, Run, run_upgrade  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+SIM_AGENTS = ("harvester-sim", "harvester_sim")
+TARGETS = {"overhead": 1.10, "hook_p95_s": 0.5, "migrations": 1.00, "api_per_node": 150,
+           "cpu_per_node": 1.5, "hundred_wall_s": 600.0, "sim_rss_mb": 1536.0}
+
+
+# ================================================================================== figures
+def overhead(run: Run) -> float | None:
+    cp = float(run.report.get("critical_path_s") or 0.0)
+    if not cp or not run.ok:
+        return None
+    return run.wall_s / (cp / run.speed)
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    k = max(0, min(len(xs) - 1, int(round(q * (len(xs) - 1)))))
+    return xs[k]
+
+
+def hook_reactions(run: Run) -> dict[str, list[float]]:
+    """Real-time reaction samples from the simulator's timeline (``wall`` stamps).
+
+    ``set_to_action``: ``pre_drain_set`` -> the first thing we did on that node (first
+    migration started or VM stopped from it, or the answer itself when it had no VMs);
+    ``post_drain_set`` -> our post-drain Job's program starting (``os_install`` span
+    start), else the reboot, else the answer.
+    ``done_to_answer``: the last migration/stop off the node -> ``hook_acked`` pre-drain;
+    the node Ready again after its reboot -> ``hook_acked`` post-drain.
+    """
+    tl = run.report.get("timeline") or []
+    out: dict[str, list[float]] = {"set_to_action": [], "done_to_answer": []}
+    pending: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in tl:
+        ev = e.get("event")
+        node = str(e.get("node") or e.get("source") or "")
+        w = float(e.get("wall") or 0.0)
+        if ev in ("pre_drain_set", "post_drain_set"):
+            hook = "pre-drain" if ev == "pre_drain_set" else "post-drain"
+            pending[(node, hook)] = {"set": w, "action": None, "done": None}
+            continue
+        for hook in ("pre-drain", "post-drain"):
+            p = pending.get((node, hook))
+            if p is None:
+                continue
+            if ev == "hook_acked" and e.get("hook") == hook:
+                action = p["action"] if p["action"] is not None else w
+                out["set_to_action"].append(max(0.0, action - p["set"]))
+                done = p["done"] if p["done"] is not None else None
+                if done is not None:
+                    out["done_to_answer"].append(max(0.0, w - done))
+                del pending[(node, hook)]
+            elif hook == "pre-drain" and ev in ("vm_migration_started", "vm_stopped",
+                                                 "vm_migration_succeeded"):
+                if p["action"] is None and ev != "vm_migration_succeeded":
+                    p["action"] = w
+                if ev in ("vm_migration_succeeded", "vm_stopped"):
+                    p["done"] = w
+            elif hook == "post-drain":
+                if p["action"] is None and ev == "span" and e.get("what") == "os_install":
+                    # our post-drain Job's program started (its span ends later)
+                    p["action"] = w - (float(e["end"]) - float(e["start"])) / run.speed
+                elif p["action"] is None and ev == "node_reboot":
+                    p["action"] = w
+                if ev == "node_ready":
+                    p["done"] = w
+    return out
+
+
+def migrations(run: Run) -> dict[str, Any]:
+    total = int((run.report.get("vm_migrations") or {}).get("total") or 0)
+    mig = run.migratable_by_node  # live-migratable, running, not pinned, at the start
+    first = first_node(run)
+    if not mig:  # no snapshot: every VM that moved at all, and those that left the first node
+        for e in run.report.get("timeline") or []:
+            if e.get("event") == "vm_migration_started":
+                vms = mig.setdefault(str(e.get("source") or ""), [])
+                if e.get("vm") not in vms:
+                    vms.append(str(e.get("vm")))
+    lb = len({vm for v in mig.values() for vm in v}) + len(mig.get(first, []))
+    return {"total": total, "lower_bound": lb, "first_node": first,
+            "ratio": round(total / lb, 3) if lb else None}
+
+
+def first_node(run: Run) -> str:
+    for e in run.report.get("timeline") or []:
+        if e.get("event") in ("pre_drain_set", "node_cordoned"):
+            return str(e.get("node") or "")
+    return ""
+
+
+def collection_requests(run: Run) -> dict[str, int]:
+    """Requests by verb from every user agent that is not the simulator's own."""
+    api = run.report.get("api_requests") or {}
+    out: dict[str, int] = {}
+    by_req = api.get("by_user_agent_request") or {}  # {agent: {"verb resource": n}}
+    if by_req:
+        for ua, reqs in by_req.items():
+            if str(ua).startswith(SIM_AGENTS) or ua == "Python-urllib":
+                continue  # the simulator's own / the harness's readiness probe
+            for vr, n in reqs.items():
+                verb = str(vr).split(" ", 1)[0]
+                out[verb] = out.get(verb, 0) + int(n)
+    else:
+        for ua, verbs in (api.get("by_user_agent_verb") or {}).items():
+            if str(ua).startswith(SIM_AGENTS):
+                continue
+            for verb, n in verbs.items():
+                out[verb] = out.get(verb, 0) + int(n)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def collection_requests_by_resource(run: Run) -> dict[str, int]:
+    """``"verb resource"`` -> count for the collection's user agents (for the write-up)."""
+    api = run.report.get("api_requests") or {}
+    out: dict[str, int] = {}
+    for ua, reqs in (api.get("by_user_agent_request") or {}).items():
+        if str(ua).startswith(SIM_AGENTS) or ua == "Python-urllib":
+            continue
+        for vr, n in reqs.items():
+            out[vr] = out.get(vr, 0) + int(n)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def invariant_violations(run: Run) -> int:
+    return len(run.report.get("invariant_violations") or [])
+
+
+# ==================================================================================== runs
+def sim_scale(scenario: str, speed: float, idle: float) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sim_scale.py"),
+                          "--scenario", scenario, "--speed", str(speed), "--idle", str(idle),
+                          "--json"], capture_output=True, text=True, cwd=ROOT, check=False)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    except (IndexError, ValueError):
+        return {"error": (out.stderr or out.stdout)[-500:]}
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    reqs = collection_requests(run)
+    nodes = run.nodes or 1
+    hooks = hook_reactions(run)
+    return {
+        "scenario": run.scenario, "speed": run.speed, "extra_vars": run.extra_vars,
+        "ok": run.ok, "rc": run.rc, "plan_phase": run.plan_phase, "nodes": run.nodes,
+        "wall_s": round(run.wall_s, 2),
+        "critical_path_s": run.report.get("critical_path_s"),
+        "critical_path_wall_s": round(float(run.report.get("critical_path_s") or 0) /
+                                      run.speed, 2),
+        "overhead_ratio": _r(overhead(run)),
+        "hook_reaction_s": {k: {"n": len(v), "p50": _r(_pct(v, 0.5)), "p95": _r(_pct(v, 0.95))}
+                            for k, v in hooks.items()},
+        "migrations": migrations(run),
+        "api_requests": reqs, "api_requests_total": sum(reqs.values()),
+        "api_requests_by_resource": collection_requests_by_resource(run),
+        "api_requests_per_node": round(sum(reqs.values()) / nodes, 1),
+        "api_requests_per_node_by_verb": {k: round(v / nodes, 1) for k, v in reqs.items()},
+        "controller_cpu_s": round(run.cpu_s, 2),
+        "controller_cpu_s_per_node": round(run.cpu_s / nodes, 3),
+        "controller_peak_rss_mb": round(run.peak_rss_mb, 1),
+        "sim_peak_rss_mb": round(run.sim_peak_rss_mb, 1), "sim_cpu_s": round(run.sim_cpu_s, 1),
+        "sim_boot_s": round(run.boot_s, 2),
+        "invariant_violations": invariant_violations(run),
+        "out": run.out,
+        "_hook_samples": hooks,
+    }
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _fmt(x: Any, unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.2f}{unit}"
+    return f"{x}{unit}"
+
+
+def _mark(value: float | None, target: float, le: bool = True) -> str:
+    if value is None:
+        return "  ?"
+    return " ok" if (value <= target if le else value >= target) else " MISS"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--speed", type=float, default=60.0, help="three-node and twenty-node")
+    ap.add_argument("--hundred-speed", type=float, default=300.0)
+    ap.add_argument("--migration-scenario", default="twenty-node",
+                    help="scenario of figure 3 (its naive baseline is run too)")
+    ap.add_argument("--no-hundred", action="store_true", help="skip the 100-node run")
+    ap.add_argument("--no-twenty", action="store_true", help="skip the 20-node runs")
+    ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    runs: dict[str, dict[str, Any]] = {}
+
+    def do(label: str, scenario: str, speed: float, ev: dict[str, Any] | None = None) -> None:
+        print(f"== {label}: {scenario} at speed {speed:g} {json.dumps(ev) if ev else ''}",
+              file=sys.stderr, flush=True)
+        r = run_upgrade(scenario, speed, out / label, ev, quiet=False)
+        runs[label] = summarize(r)
+
+    do("three-node", "three-node", args.speed)
+    mig_label = "three-node"
+    if not args.no_twenty:
+        do("twenty-node", "twenty-node", args.speed)
+    if args.migration_scenario == "twenty-node" and not args.no_twenty:
+        mig_label = "twenty-node"
+    elif args.migration_scenario not in ("three-node", "twenty-node"):
+        do("migration", args.migration_scenario, args.speed)
+        mig_label = "migration"
+    do("baseline-naive", runs[mig_label]["scenario"], args.speed,
+       {"node_upgrade_target_aware": False})
+    if not args.no_hundred:
+        do("hundred-node", "hundred-node", args.hundred_speed)
+    print("== simulator scale (sim_scale.py)", file=sys.stderr, flush=True)
+    scale = {"three-node": sim_scale("three-node", args.speed, 1.0),
+             "hundred-node": sim_scale("hundred-node", args.hundred_speed, 5.0)}
+
+    # ------------------------------------------------------------------ the keyed figures
+    main_runs = [v for k, v in runs.items() if k != "baseline-naive"]
+    hook_all: list[float] = []
+    for k in ("three-node", "twenty-node"):
+        if k in runs:
+            for v in runs[k]["_hook_samples"].values():
+                hook_all.extend(v)
+    cpu_runs = [runs[k] for k in ("three-node", "twenty-node") if k in runs and runs[k]["ok"]]
+    hundred = runs.get("hundred-node")
+    latest: dict[str, Any] = {
+        "timestamp": stamp,
+        "overhead_ratio_3node": runs["three-node"]["overhead_ratio"],
+        "overhead_ratio_20node": runs.get("twenty-node", {}).get("overhead_ratio"),
+        "hook_reaction_p50_s": _r(_pct(hook_all, 0.5)),
+        "hook_reaction_p95_s": _r(_pct(hook_all, 0.95)),
+        "migrations_over_lower_bound": runs[mig_label]["migrations"]["ratio"],
+        "baseline_migrations_over_lower_bound": runs["baseline-naive"]["migrations"]["ratio"],
+        "api_requests_per_node": {str(r["nodes"]): r["api_requests_per_node"]
+                                  for r in main_runs if r["nodes"]},
+        "api_requests_per_node_by_verb": {str(r["nodes"]): r["api_requests_per_node_by_verb"]
+                                          for r in main_runs if r["nodes"]},
+        "controller_cpu_s_per_node": max((r["controller_cpu_s_per_node"] for r in cpu_runs),
+                                         default=None),
+        "controller_peak_rss_mb": max((r["controller_peak_rss_mb"] for r in cpu_runs),
+                                      default=None),
+        "hundred_node_wall_s": hundred["wall_s"] if hundred and hundred["ok"] else None,
+        "sim_peak_rss_mb": max([r["sim_peak_rss_mb"] for r in runs.values()] +
+                               [float(s.get("peak_rss_mb") or 0) for s in scale.values()]),
+        "invariant_violations": sum(r["invariant_violations"] for r in runs.values()),
+        "all_runs_succeeded": all(r["ok"] for r in runs.values()),
+        "runs": {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
+                 for k, v in runs.items()},
+        "sim_scale": scale,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(latest, indent=2, sort_keys=True) + "\n"
+    (RESULTS / f"{stamp}.json").write_text(text)
+    (RESULTS / "latest.json").write_text(text)
+    print(table(latest, runs, mig_label))
+    print(f"\nresults: {RESULTS / (stamp + '.json')} (and latest.json)")
+    return 0
+
+
+def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: str) -> str:
+    t = TARGETS
+    rows: list[tuple[str, str, str, str]] = []
+
+    def row(name: str, where: str, value: str, target: str) -> None:
+        rows.append((name, where, value, target))
+
+    for k in ("three-node", "twenty-node"):
+        if k in runs:
+            r = runs[k]
+            row(f"1 overhead {k}", f"{r['scenario']} x{r['speed']:g}",
+                f"{_fmt(r['overhead_ratio'])} ({r['wall_s']:.0f} s / "
+                f"{r['critical_path_wall_s']:.0f} s)",
+                f"<= {t['overhead']}{_mark(r['overhead_ratio'], t['overhead'])}")
+    hk = [k for k in ("three-node", "twenty-node") if k in runs]
+    row("2 hook reaction p50/p95", ", ".join(f"{runs[k]['scenario']} x{runs[k]['speed']:g}"
+                                            for k in hk),
+        f"{_fmt(latest['hook_reaction_p50_s'], ' s')} / "
+        f"{_fmt(latest['hook_reaction_p95_s'], ' s')}",
+        f"p95 <= {t['hook_p95_s']} s{_mark(latest['hook_reaction_p95_s'], t['hook_p95_s'])}")
+    m, b = runs[mig_label]["migrations"], runs["baseline-naive"]["migrations"]
+    row("3 migrations / lower bound", f"{runs[mig_label]['scenario']} "
+        f"x{runs[mig_label]['speed']:g}",
+        f"{_fmt(m['ratio'])} ({m['total']}/{m['lower_bound']}); naive baseline "
+        f"{_fmt(b['ratio'])} ({b['total']}/{b['lower_bound']})",
+        f"1.00{_mark(m['ratio'], t['migrations'])}")
+    for k in ("three-node", "twenty-node", "hundred-node"):
+        if k in runs:
+            r = runs[k]
+            verbs = ", ".join(f"{v} {n}" for v, n in r["api_requests_per_node_by_verb"].items())
+            row(f"4 API requests/node ({r['nodes']})", f"{r['scenario']} x{r['speed']:g}",
+                f"{r['api_requests_per_node']:.0f} ({verbs})",
+                f"<= {t['api_per_node']}"
+                f"{_mark(r['api_requests_per_node'], t['api_per_node'])}")
+    for k in ("three-node", "twenty-node", "hundred-node"):
+        if k in runs:
+            r = runs[k]
+            row(f"5 controller CPU/node ({r['nodes']})", f"{r['scenario']} x{r['speed']:g}",
+                f"{r['controller_cpu_s_per_node']:.2f} s (peak RSS "
+                f"{r['controller_peak_rss_mb']:.0f} MB)",
+                f"<= {t['cpu_per_node']} s"
+                f"{_mark(r['controller_cpu_s_per_node'], t['cpu_per_node'])}")
+    h = runs.get("hundred-node")
+    if h:
+        row("6 hundred-node wall", f"hundred-node x{h['speed']:g}",
+            f"{h['wall_s']:.0f} s ({'ok' if h['ok'] else 'FAILED: ' + h['plan_phase']})",
+            f"<= {t['hundred_wall_s']:.0f} s"
+            + _mark(h["wall_s"] if h["ok"] else None, t["hundred_wall_s"]))
+    row("6 simulator peak RSS", "all runs + sim_scale", f"{latest['sim_peak_rss_mb']:.0f} MB",
+        f"<= {t['sim_rss_mb']:.0f} MB{_mark(latest['sim_peak_rss_mb'], t['sim_rss_mb'])}")
+    row("invariant violations", "all runs", str(latest["invariant_violations"]),
+        "0" + _mark(float(latest["invariant_violations"]), 0.0))
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    head = ("figure", "scenario x speed", "value", "target")
+    w = [max(w[i], len(head[i])) for i in range(4)]
+    lines = ["  ".join(h.ljust(w[i]) for i, h in enumerate(head)),
+             "  ".join("-" * w[i] for i in range(4))]
+    lines += ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows]
+    failed = [k for k, r in runs.items() if not r["ok"]]
+    if failed:
+        lines.append(f"runs that did not reach Succeeded: {', '.join(failed)} "
+                     "(their figures are n/a)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _ = statistics  # p50/p95 use nearest rank (_pct)
+    raise SystemExit(main())

@@ -1,0 +1,323 @@
+"""Dict-in, dict-out access to the Kubernetes API for the collection's modules.
+
+:class:`Kube` is built on kubernetes.core's ``get_api_client`` (so ``kubeconfig``,
+``context``, ``host``, ``api_key``, ``ca_cert``, ``validate_certs``… and the
+``K8S_AUTH_*``/``KUBECONFIG`` environment variables behave exactly as in kubernetes.core)
+and its dynamic client. Every call is retried with exponential backoff on 429 (honouring
+``Retry-After``), 5xx and transport errors, a bounded number of times. Objects go in and
+come out as plain dicts. Errors surface as :class:`ApiError` (``status``, ``reason``,
+``message``); ``get`` returns ``None`` for 404.
+
+``watch`` yields raw watch events and is used by :mod:`waiting`; ``raw_get`` reaches
+non-resource paths such as the service and node proxies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+RETRIABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class ApiError(Exception):
+    """An API call failed; ``status`` is the HTTP status (0 for transport errors)."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        self.status, self.reason, self.message = status, reason, message or reason
+        super().__init__(self.message)
+
+
+class NotServed(ApiError):
+    """The cluster does not serve this apiVersion/kind (CRD not installed)."""
+
+
+def _message_of(exc: Any) -> tuple[int, str, str]:
+    status = int(getattr(exc, "status", 0) or 0)
+    reason = str(getattr(exc, "reason", "") or type(exc).__name__)
+    body = getattr(exc, "body", None)
+    message = ""
+    if body:
+        try:
+            data = json.loads(body if isinstance(body, str | bytes) else str(body))
+            message = str(data.get("message") or "")
+        except (ValueError, AttributeError):
+            message = str(body)[:500]
+    return status, reason, message or str(exc)[:500]
+
+
+def _retry_after(exc: Any) -> float | None:
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        value = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return float(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
+                    cap: float = 8.0, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run ``fn``; retry on 429/5xx/transport errors with exponential backoff.
+
+    Non-retriable API errors are raised at once as :class:`ApiError`.
+    """
+    delay = base
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ApiError as exc:
+            if exc.status not in RETRIABLE or attempt == attempts - 1:
+                raise
+            sleep(min(cap, delay))
+            delay = min(cap, delay * 2)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            status, reason, message = _message_of(exc)
+            transport = status == 0 and type(exc).__module__.startswith(
+                ("urllib3", "socket", "ssl", "http"))
+            transport = transport or isinstance(exc, ConnectionError | TimeoutError)
+            if not (status in RETRIABLE or transport) or attempt == attempts - 1:
+                raise ApiError(status, reason, message) from exc
+            sleep(min(cap, _retry_after(exc) or delay))
+            delay = min(cap, delay * 2)
+    raise AssertionError("unreachable")
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    return dict(obj.to_dict())
+
+
+class Kube:
+    """The cluster, as seen by one module run.
+
+    ``dyn`` is a kubernetes dynamic client (``K8SDynamicClient``); tests pass a fake with the
+    same methods or subclass :class:`Kube`. ``check_mode`` is informational: callers decide
+    not to write.
+    """
+
+    def __init__(self, dyn: Any, check_mode: bool = False) -> None:
+        self.dyn = dyn
+        self.check_mode = check_mode
+        self._resources: dict[tuple[str, str], Any] = {}
+
+    @classmethod
+    def from_module(cls, module: Any) -> Kube:
+        """Connect with the module's auth options (kubernetes.core semantics)."""
+        from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
+            AUTH_ARG_SPEC,
+        )
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
+            get_api_client,
+        )
+        auth = {k: module.params[k] for k in AUTH_ARG_SPEC
+                if module.params.get(k) is not None}
+        warn_insecure(module, auth)
+        return cls(get_api_client(**auth).client, check_mode=bool(module.check_mode))
+
+    @property
+    def host(self) -> str:
+        return str(self.dyn.client.configuration.host)
+
+    # -- discovery ---------------------------------------------------------------------------
+    def resource(self, api_version: str, kind: str) -> Any:
+        key = (api_version, kind)
+        if key not in self._resources:
+            from kubernetes.dynamic.exceptions import ResourceNotFoundError
+            try:
+                self._resources[key] = call_with_retry(
+                    lambda: self.dyn.resources.get(api_version=api_version, kind=kind))
+            except ResourceNotFoundError as exc:
+                raise NotServed(404, "NotServed", f"{kind}.{api_version} is not served") from exc
+            except ApiError as exc:
+                if exc.reason == "ResourceNotFoundError":
+                    raise NotServed(404, "NotServed",
+                                    f"{kind}.{api_version} is not served") from exc
+                raise
+        return self._resources[key]
+
+    def served(self, api_version: str, kind: str) -> bool:
+        try:
+            self.resource(api_version, kind)
+            return True
+        except NotServed:
+            return False
+
+    def invalidate(self) -> None:
+        """Forget discovery (after installing a CRD)."""
+        self._resources.clear()
+        try:
+            self.dyn.resources.invalidate_cache()
+        except AttributeError:
+            pass
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str,
+            namespace: str | None = None) -> dict[str, Any] | None:
+        res = self.resource(api_version, kind)
+        try:
+            return _to_dict(call_with_retry(lambda: res.get(name=name, namespace=namespace)))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None, field_selector: str | None = None
+                     ) -> tuple[list[dict[str, Any]], str]:
+        """Items and the list's resourceVersion (to start a watch from)."""
+        res = self.resource(api_version, kind)
+        kw: dict[str, Any] = {"namespace": namespace}
+        if label_selector:
+            kw["label_selector"] = label_selector
+        if field_selector:
+            kw["field_selector"] = field_selector
+        out = _to_dict(call_with_retry(lambda: res.get(**kw)))
+        items = [dict(i) for i in out.get("items") or []]
+        for item in items:   # list items lack apiVersion/kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items, str((out.get("metadata") or {}).get("resourceVersion") or "")
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None, field_selector: str | None = None
+             ) -> list[dict[str, Any]]:
+        return self.list_with_rv(api_version, kind, namespace, label_selector,
+                                 field_selector)[0]
+
+    def list_if_served(self, api_version: str, kind: str, namespace: str | None = None,
+                       label_selector: str | None = None) -> list[dict[str, Any]] | None:
+        """Like :meth:`list`, but ``None`` when the kind is not served."""
+        try:
+            return self.list(api_version, kind, namespace, label_selector)
+        except NotServed:
+            return None
+
+    # -- writes ------------------------------------------------------------------------------
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        ns = (obj.get("metadata") or {}).get("namespace")
+        return _to_dict(call_with_retry(lambda: res.create(body=obj, namespace=ns)))
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+        """JSON merge patch (``null`` deletes a key)."""
+        res = self.resource(api_version, kind)
+        if subresource:
+            res = getattr(res, subresource)
+        return _to_dict(call_with_retry(lambda: res.patch(
+            body=patch, name=name, namespace=namespace,
+            content_type="application/merge-patch+json")))
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource; the object's resourceVersion makes it conditional
+        (a stale one raises :class:`ApiError` 409)."""
+        res = self.resource(obj["apiVersion"], obj["kind"]).status
+        ns = (obj.get("metadata") or {}).get("namespace")
+        return _to_dict(call_with_retry(lambda: res.replace(body=obj, namespace=ns)))
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               propagation: str = "Background") -> bool:
+        """Delete one object; ``False`` if it was already gone."""
+        res = self.resource(api_version, kind)
+        try:
+            call_with_retry(lambda: res.delete(
+                name=name, namespace=namespace,
+                body={"apiVersion": "v1", "kind": "DeleteOptions",
+                      "propagationPolicy": propagation}))
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    # -- streams and raw paths ----------------------------------------------------------------
+    def watch(self, api_version: str, kind: str, namespace: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              resource_version: str | None = None, timeout: int = 60
+              ) -> Iterator[dict[str, Any]]:
+        """Raw watch events ``{"type", "object": dict}``; ends after ``timeout`` seconds.
+
+        A 410 Gone raises :class:`ApiError` with status 410 (the caller relists).
+        """
+        res = self.resource(api_version, kind)
+        try:
+            for event in self.dyn.watch(res, namespace=namespace, label_selector=label_selector,
+                                        field_selector=field_selector,
+                                        resource_version=resource_version or None,
+                                        timeout=max(1, int(timeout)),
+                                        allow_watch_bookmarks=True):
+                raw = event.get("raw_object") or _to_dict(event.get("object"))
+                yield {"type": event.get("type"), "object": raw}
+        except ApiError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped to ApiError for the waiter
+            status, reason, message = _message_of(exc)
+            raise ApiError(status, reason, message) from exc
+
+    def raw_get(self, path: str, timeout: float = 30.0) -> tuple[int, bytes]:
+        """GET a raw API path (service/node proxy); returns ``(status, body)``.
+
+        Errors other than transport failures are returned, not raised, so callers can tell
+        a 404 from a 503; 429/5xx are retried like every other call.
+        """
+        api = self.dyn.client
+
+        def do() -> tuple[int, bytes]:
+            if hasattr(api, "param_serialize"):       # kubernetes >= 33 (generator v7)
+                method, url, headers, body, post = api.param_serialize(
+                    "GET", path, auth_settings=["BearerToken"])
+                r = api.call_api(method, url, header_params=headers, body=body,
+                                 post_params=post, _request_timeout=timeout)
+                r.read()
+            else:
+                resp = api.call_api(path, "GET", auth_settings=["BearerToken"],
+                                    _preload_content=False, _return_http_data_only=False,
+                                    _request_timeout=timeout)
+                r = resp[0] if isinstance(resp, tuple) else resp
+            status = int(r.status)
+            if status in RETRIABLE and status != 503:
+                raise ApiError(status, "Retriable", bytes(r.data or b"")[:300].decode(
+                    errors="replace"))
+            return status, bytes(r.data or b"")
+
+        try:
+            return call_with_retry(do)
+        except ApiError as exc:
+            if exc.status:
+                return exc.status, exc.message.encode()
+            raise
+
+
+INSECURE_WARNING = ("TLS certificate verification is OFF (validate_certs=false or "
+                    "K8S_AUTH_VERIFY_SSL=no): the API server's identity is not checked and the "
+                    "bearer token can be sent to an impostor. Give the cluster's CA "
+                    "(ca_cert / kubeconfig certificate-authority-data) instead.")
+
+
+def verification_disabled(auth: dict[str, Any]) -> bool:
+    """Did the user turn TLS verification off (option, or kubernetes.core's env variable)?"""
+    import os
+
+    value = auth.get("validate_certs")
+    if value is None:
+        value = os.environ.get("K8S_AUTH_VERIFY_SSL", os.environ.get("K8S_AUTH_VALIDATE_CERTS"))
+    if value is None:
+        return False
+    return str(value).strip().lower() in ("false", "no", "0", "off", "n", "f")
+
+
+def warn_insecure(module: Any, auth: dict[str, Any]) -> None:
+    """Verification is on by default; turning it off is explicit and always warned about."""
+    if verification_disabled(auth) and hasattr(module, "warn"):
+        module.warn(INSECURE_WARNING)
+
+
+def selector(labels: dict[str, str]) -> str:
+    """``{"a": "b"}`` → ``"a=b"`` (sorted)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -1,0 +1,231 @@
+"""The upgrade lock: one run at a time per cluster (a ``coordination.k8s.io/v1`` Lease).
+
+Lease ``harvester-system/harvester-upgrade-lock``; ``holderIdentity`` names the run:
+``awx-job-<id>`` under AWX (``AWX_JOB_ID``, or ``JOB_ID`` with ``AWX_HOST``), else
+``<user>@<host>:<pid of ansible-playbook>``; ``HARVESTER_UPGRADE_LOCK_HOLDER`` overrides.
+
+Every module that writes (phase modules, node modules, ``upgrade_plan`` ensure after its
+validation, ``upgrade_lock``) calls :func:`hold` first (not in check mode):
+
+* a free, expired (``renewTime + leaseDurationSeconds`` in the past) or *stale* lease is
+  taken (stale: held by a run on this host whose ansible-playbook process is gone, e.g. a
+  killed run re-run from the same machine), an own lease is renewed;
+* a live lease of another run fails the module at once, before it writes anything, with
+  the holder and when the lease expires;
+* while the module runs, a daemon thread renews the lease every third of its duration, so
+  waits of any length keep it (a killed run stops renewing; the lease expires after
+  ``leaseDurationSeconds``, default :data:`DEFAULT_DURATION`);
+* a module that fails releases the lease (the run ends); the playbook's last play releases
+  it after a run that ended normally (``harvester.upgrade.upgrade_lock state=released``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+    call_with_retry,
+)
+
+LEASE = ("coordination.k8s.io/v1", "Lease")
+NAMESPACE = "harvester-system"
+NAME = "harvester-upgrade-lock"
+DEFAULT_DURATION = 300
+
+
+class LockHeld(Exception):
+    """Another run holds a live lease."""
+
+
+def _proc_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _proc_parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def playbook_pid() -> int:
+    """The pid of the ``ansible-playbook`` process this module runs under (the topmost
+    ancestor whose command line says so; its forked workers say so too)."""
+    found, pid, hops = 0, os.getpid(), 0
+    while pid > 1 and hops < 64:
+        if "ansible-playbook" in _proc_cmdline(pid):
+            found = pid
+        pid, hops = _proc_parent(pid), hops + 1
+    return found or os.getppid()
+
+
+def identity() -> str:
+    env = os.environ
+    if env.get("HARVESTER_UPGRADE_LOCK_HOLDER"):
+        return env["HARVESTER_UPGRADE_LOCK_HOLDER"]
+    job = env.get("AWX_JOB_ID") or (env.get("JOB_ID") if env.get("AWX_HOST") else None)
+    if job:
+        return f"awx-job-{job}"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}:{playbook_pid()}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _micro(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def expires_at(lease: dict[str, Any]) -> datetime | None:
+    spec = lease.get("spec") or {}
+    renewed = _parse(spec.get("renewTime") or spec.get("acquireTime"))
+    if renewed is None:
+        return None
+    duration = int(spec.get("leaseDurationSeconds") or DEFAULT_DURATION)
+    return datetime.fromtimestamp(renewed.timestamp() + duration, timezone.utc)
+
+
+def is_stale(holder: str, host: str | None = None) -> bool:
+    """Held by an ansible-playbook process of this host that no longer runs."""
+    host = host or socket.gethostname()
+    if "@" not in holder or ":" not in holder:
+        return False
+    where, _sep, pid = holder.rpartition("@")[2].rpartition(":")
+    if where != host or not pid.isdigit():
+        return False
+    return "ansible-playbook" not in _proc_cmdline(int(pid))
+
+
+def decide(lease: dict[str, Any] | None, me: str, now: datetime) -> str:
+    """``create``, ``renew``, ``take`` (expired or stale) or ``held``."""
+    if lease is None:
+        return "create"
+    holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    if holder == me:
+        return "renew"
+    if not holder:
+        return "take"
+    exp = expires_at(lease)
+    if exp is None or exp <= now or is_stale(holder):
+        return "take"
+    return "held"
+
+
+def held_message(lease: dict[str, Any], now: datetime) -> str:
+    spec = lease.get("spec") or {}
+    exp = expires_at(lease)
+    left = int((exp - now).total_seconds()) if exp else 0
+    return (f"another upgrade run holds the lock (Lease {NAMESPACE}/{NAME}): holder "
+            f"{spec.get('holderIdentity')}, renewed {spec.get('renewTime')}, expires "
+            f"{_micro(exp) if exp else '?'} (in {left}s) unless renewed. Wait for that run to "
+            f"end; if it is gone, re-run after the lease expires or delete it: kubectl -n "
+            f"{NAMESPACE} delete lease {NAME}")
+
+
+def acquire(kube: Kube, me: str, duration: int | None = None) -> dict[str, Any]:
+    """Take or renew the lease for ``me``; :class:`LockHeld` if another run holds it."""
+    for _attempt in range(5):
+        lease = kube.get(*LEASE, NAME, NAMESPACE)
+        now = _now()
+        what = decide(lease, me, now)
+        if what == "held":
+            raise LockHeld(held_message(lease or {}, now))
+        spec = dict((lease or {}).get("spec") or {})
+        secs = int(duration or spec.get("leaseDurationSeconds") or DEFAULT_DURATION)
+        spec.update(holderIdentity=me, leaseDurationSeconds=secs, renewTime=_micro(now))
+        if what != "renew":
+            spec["acquireTime"] = _micro(now)
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
+                0 if what == "create" else 1)
+        try:
+            if lease is None:
+                return kube.create({"apiVersion": LEASE[0], "kind": LEASE[1], "metadata": {
+                    "name": NAME, "namespace": NAMESPACE,
+                    "labels": {"app.kubernetes.io/managed-by": "harvester.upgrade"}},
+                    "spec": spec})
+            return _replace(kube, {**lease, "spec": spec})
+        except ApiError as exc:
+            if exc.status not in (409,):
+                raise
+    raise LockHeld(f"could not take Lease {NAMESPACE}/{NAME}: too many concurrent writers")
+
+
+def _replace(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
+    """PUT the whole lease; its resourceVersion makes the write conditional (409)."""
+    res = kube.resource(*LEASE)
+    out = call_with_retry(lambda: res.replace(body=obj, namespace=NAMESPACE))
+    return dict(out.to_dict()) if hasattr(out, "to_dict") else dict(out)
+
+
+def release(kube: Kube, me: str) -> bool:
+    """Delete the lease if ``me`` holds it."""
+    try:
+        lease = kube.get(*LEASE, NAME, NAMESPACE)
+        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != me:
+            return False
+        kube.delete(*LEASE, NAME, NAMESPACE)
+        return True
+    except ApiError:
+        return False
+
+
+def _renew_forever(kube: Kube, me: str, every: float) -> None:
+    while True:
+        time.sleep(every)
+        try:
+            acquire(kube, me)
+        except (ApiError, LockHeld):
+            return
+        except Exception:  # noqa: BLE001 - never take the module down from this thread
+            return
+
+
+def hold(kube: Kube, module: Any) -> str | None:
+    """Take the lock for this module's run (see module docstring); fail the module at once
+    if another run holds it. Returns the holder identity (None in check mode)."""
+    if getattr(module, "check_mode", False):
+        return None
+    me = identity()
+    try:
+        lease = acquire(kube, me)
+    except LockHeld as exc:
+        module.fail_json(msg=str(exc), lock_holder=None)
+        raise   # unreachable: fail_json exits
+    every = max(1.0, int((lease.get("spec") or {}).get("leaseDurationSeconds")
+                         or DEFAULT_DURATION) / 3)
+    threading.Thread(target=_renew_forever, args=(kube, me, every), daemon=True).start()
+    original = module.fail_json
+
+    def fail_and_release(*args: Any, **kwargs: Any) -> None:
+        release(kube, me)
+        original(*args, **kwargs)
+
+    module.fail_json = fail_and_release
+    return me

@@ -1,0 +1,78 @@
+"""Module boilerplate shared by the node-loop modules: the argument spec (kubernetes.core's
+auth options + ``plan``) and a runner mapping node-loop errors to ``fail_json``."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    warn_insecure,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    Kube,
+    NodeLoopError,
+    PlanWriter,
+    WaitTimeout,
+    find_plan,
+)
+
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
+        AUTH_ARG_SPEC,
+    )
+except ImportError:  # pragma: no cover - kubernetes.core is a declared dependency
+    AUTH_ARG_SPEC = {}
+
+
+def argument_spec(**extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = copy.deepcopy(AUTH_ARG_SPEC)
+    spec["plan"] = {"type": "str"}
+    spec.update(extra)
+    return spec
+
+
+def new_module(spec: dict[str, Any], **kw: Any) -> AnsibleModule:
+    return AnsibleModule(argument_spec=spec, supports_check_mode=True, **kw)
+
+
+def kube_for(module: AnsibleModule) -> Kube:
+    auth = {k: module.params.get(k) for k in AUTH_ARG_SPEC if module.params.get(k) is not None}
+    warn_insecure(module, auth)
+    kube = Kube.from_options(**auth)
+    kube.check_mode = module.check_mode
+    return kube
+
+
+def run(module: AnsibleModule, step: Callable[[Kube, PlanWriter], dict[str, Any]],
+        *, need_plan: bool = True) -> None:
+    try:
+        kube = kube_for(module)
+        writer = None
+        if need_plan:
+            try:
+                writer = PlanWriter(kube, find_plan(kube, module.params.get("plan")))
+                lock.hold(kube, module)   # fails at once if another run holds the lock
+            except NodeLoopError:
+                if not module.check_mode:
+                    raise
+                module.exit_json(changed=False, skipped=True, todo=[], done=[], paused=False,
+                                 phase="", single_node=False, pending=[], passed=False,
+                                 msg="check mode: no active UpgradePlan yet")
+        result = step(kube, writer)  # type: ignore[arg-type]
+    except WaitTimeout as exc:
+        module.fail_json(msg=str(exc), awaited=exc.what, last_seen=exc.last_seen)
+    except NodeLoopError as exc:
+        module.fail_json(msg=str(exc))
+    except Exception as exc:  # noqa: BLE001 - API/transport errors, shown to the operator
+        body = getattr(exc, "body", None) or getattr(exc, "summary", lambda: "")()
+        module.fail_json(msg=f"{type(exc).__name__}: {exc}", error=str(body)[:2000])
+    result.setdefault("changed", False)
+    if writer is not None:
+        result["plan"] = writer.name
+        result["events"] = writer.events
+    module.exit_json(**result)

@@ -1,0 +1,1240 @@
+"""The steps of upgrading one node, each idempotent and resumable from the cluster's truth.
+
+Called by the node-loop modules; each function takes a :class:`node_kube.Kube`, a
+:class:`node_kube.PlanWriter` and plain parameters, and returns a result dict for the module
+(``changed`` plus facts). Failures raise :class:`node_kube.NodeLoopError` after recording the
+node failure in the plan where the protocol says so (``PreDrainFailed``, ``PostDrainFailed``,
+``SingleNodeUpgradeFailed``).
+
+Step order for a multi-node cluster (docs/protocol.md, NodeUpgrade rows):
+``await_hook(pre-drain)`` → ``evacuate`` → ``answer_hook(pre-drain)`` → ``await_hook(post-drain)``
+→ ``run_node_job(post-drain)`` → ``answer_hook(post-drain)`` → ``await_release`` → ``restore_vms``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    evacuation as ev,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_order as no,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    FLEET_NS,
+    JOB_TYPE_LABEL,
+    NODE_LABEL,
+    UPGRADE_NS,
+    Kube,
+    NodeLoopError,
+    NotServed,
+    PlanWriter,
+    Source,
+    WaitTimeout,
+    state_ordinal,
+)
+
+VM_API, VMI_API = "kubevirt.io/v1", "kubevirt.io/v1"
+VMIM_KIND = "VirtualMachineInstanceMigration"
+CAPI_API = "cluster.x-k8s.io/v1beta1"
+LONGHORN_API = "longhorn.io/v1beta2"
+RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before-upgrade"
+STOPPED_BY_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-for-node"
+PENDING_OS_ANNOTATION = "management.harvesterhci.io/pendingOSImage"
+TOOLKIT_IMAGE_ANNOTATION = "management.harvesterhci.io/upgrade-toolkit-image"
+DEFAULT_TOOLKIT_REPO = "rancher/harvester-upgrade-toolkit"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the cluster
+# ---------------------------------------------------------------------------------------------
+
+def cluster_facts(kube: Kube, plan: dict[str, Any] | None) -> list[dict[str, Any]]:
+    nodes = kube.items("v1", "Node")
+    machines = _try_items(kube, CAPI_API, "Machine", FLEET_NS)
+    secrets = kube.items("v1", "Secret", FLEET_NS)
+    secrets = [s for s in secrets if s.get("type") == "rke.cattle.io/machine-plan"
+               or (s.get("metadata") or {}).get("name", "").endswith("-machine-plan")]
+    vmis = _try_items(kube, VMI_API, "VirtualMachineInstance")
+    setting = _try_get(kube, "harvesterhci.io/v1beta1", "Setting", "server-version")
+    version = (setting or {}).get("value") if setting else None
+    return no.node_facts(nodes, machines, secrets, plan=plan, vmis=vmis, server_version=version)
+
+
+def _try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[dict[str, Any]]:
+    try:
+        return kube.items(api, kind, ns)
+    except Exception as exc:
+        if isinstance(exc, NotServed) or "ResourceNotFound" in type(exc).__name__ or \
+                getattr(exc, "status", None) == 404:
+            return []
+        raise
+
+
+def _try_get(kube: Kube, api: str, kind: str, name: str,
+             ns: str | None = None) -> dict[str, Any] | None:
+    try:
+        return kube.get(api, kind, name, ns)
+    except Exception as exc:
+        if isinstance(exc, NotServed) or "ResourceNotFound" in type(exc).__name__:
+            return None
+        raise
+
+
+def fact_for(facts: list[dict[str, Any]], node: str) -> dict[str, Any]:
+    for f in facts:
+        if f["name"] == node:
+            return f
+    raise NodeLoopError(f"node {node} is not a managed node of this cluster")
+
+
+def hook_names(kube: Kube) -> tuple[str, str]:
+    """The pre/post hook annotations Rancher waits for (from the cluster's upgradeStrategy)."""
+    cluster = _try_get(kube, "provisioning.cattle.io/v1", "Cluster", "local", FLEET_NS) or {}
+    strat = ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy") or {}
+    pre, post = no.DEFAULT_PRE_HOOK, no.DEFAULT_POST_HOOK
+    for opt in ("controlPlaneDrainOptions", "workerDrainOptions"):
+        d = strat.get(opt) or {}
+        for h in d.get("preDrainHooks") or []:
+            pre = h.get("annotation") or pre
+        for h in d.get("postDrainHooks") or []:
+            post = h.get("annotation") or post
+    return pre, post
+
+
+def release(plan: dict[str, Any]) -> dict[str, Any]:
+    rel = (plan.get("status") or {}).get("releaseMetadata") or {}
+    if not rel.get("os") or not rel.get("kubernetes"):
+        raise NodeLoopError(f"UpgradePlan {plan['metadata']['name']} has no releaseMetadata "
+                            "(os, kubernetes); run the earlier phases first")
+    return rel
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase entry/exit and the per-batch gate
+# ---------------------------------------------------------------------------------------------
+
+BEFORE_NODES = ("Initializing", "Initialized", "ISODownloading", "ISODownloaded",
+                "RepoCreating", "RepoCreated", "MetadataPopulating", "MetadataPopulated",
+                "ImagePreloading", "ImagePreloaded", "ClusterUpgrading")
+AFTER_NODES = ("NodeUpgraded", "CleaningUp", "CleanedUp", "Succeeded")
+
+
+def check_phase(plan: dict[str, Any]) -> str:
+    phase = (plan.get("status") or {}).get("currentPhase") or ""
+    if phase in BEFORE_NODES or not phase:
+        raise NodeLoopError(
+            f"UpgradePlan {plan['metadata']['name']} is in phase {phase or '(none)'}; the node "
+            "upgrade needs ClusterUpgraded (run the earlier phases first)")
+    if phase == "Failed":
+        msg = next((c.get("message") for c in (plan.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Progressing"), "")
+        raise NodeLoopError(f"UpgradePlan {plan['metadata']['name']} has Failed: {msg}")
+    return phase
+
+
+def gate(kube: Kube, writer: PlanWriter, batch: list[str], node: str | None = None
+         ) -> dict[str, Any]:
+    """Per-batch check: is Rancher asking for (one of) the batch's node(s)?
+
+    Returns ``{"todo": [...], "done": [...], "expected": [...], "why": str}``; raises when the
+    batch holds none of the nodes Rancher is asking for (naming both).
+    """
+    plan = writer.refresh()
+    check_phase(plan)
+    facts = cluster_facts(kube, plan)
+    pre_hook, _post_hook = hook_names(kube)
+    answered = _answered(kube, facts, pre_hook)
+    done = [n for n in batch if fact_for(facts, n)["upgraded"]]
+    todo = [n for n in batch if n not in done]
+    expected, why = no.expected_nodes(facts, answered, count=max(1, len(todo)))
+    if todo and not set(todo) & set(expected):
+        raise NodeLoopError(
+            f"Rancher is upgrading {', '.join(expected)} ({why}) but this batch of the play is "
+            f"on {', '.join(todo)}; refusing to act on the wrong node. Check the inventory "
+            "order (use the harvester.upgrade.nodes inventory or no inventory at all)")
+    return {"todo": todo, "done": done, "expected": expected, "why": why}
+
+
+def _answered(kube: Kube, facts: list[dict[str, Any]], pre_hook: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for f in facts:
+        if f.get("pre_drain"):
+            sec = kube.get("v1", "Secret", f["machine_plan_secret"], FLEET_NS) or {}
+            out[f["name"]] = ((sec.get("metadata") or {}).get("annotations") or {}).get(pre_hook)
+    return out
+
+
+def paused_nodes(plan: dict[str, Any]) -> list[str]:
+    return list(((plan.get("spec") or {}).get("nodeUpgradeOption") or {}).get("pauseNodes")
+                or [])
+
+
+def wait_unpaused(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> dict[str, Any]:
+    """A paused node waits in ``UpgradePaused`` until removed from pauseNodes or ``timeout``.
+
+    Returns ``{"paused": bool, "changed": bool}``; ``paused`` True means the deadline passed
+    (the caller ends the run cleanly; a later run resumes)."""
+    plan = writer.refresh()
+    if node not in paused_nodes(plan):
+        return {"paused": False, "changed": False}
+    changed = writer.set_node_state(node, "UpgradePaused", "AdministrativelyPaused",
+                                    "Node upgrade paused as requested by the user")
+    writer.set_progress_message("node upgrade paused: " + ", ".join(sorted(paused_nodes(plan))))
+    if kube.check_mode or timeout <= 0:
+        return {"paused": True, "changed": changed}
+    name = writer.name
+    try:
+        kube.wait([Source(writer.plan["apiVersion"], writer.plan["kind"],
+                          field_selector=f"metadata.name={name}")],
+                  lambda v: all(node not in paused_nodes(p) for p in v["UpgradePlan"].values()),
+                  timeout=timeout, what=f"node {node} to be removed from pauseNodes")
+    except WaitTimeout:
+        return {"paused": True, "changed": changed}
+    writer.set_progress_message("")
+    return {"paused": False, "changed": True}
+
+
+# ---------------------------------------------------------------------------------------------
+# Drain hooks
+# ---------------------------------------------------------------------------------------------
+
+def _secret_ann(sec: dict[str, Any] | None) -> dict[str, str]:
+    return dict(((sec or {}).get("metadata") or {}).get("annotations") or {})
+
+
+def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: float,
+               batch: list[str] | None = None) -> dict[str, Any]:
+    """Wait (watch) for Rancher's ``rke.cattle.io/<hook>`` on the node's machine-plan secret.
+
+    Returns ``{"value", "passed", "changed"}``; ``passed`` when the node is already beyond
+    this hook (resume). While waiting for ``pre-drain``, another node getting an unanswered
+    pre-drain fails the step naming both nodes."""
+    plan = writer.refresh()
+    facts = cluster_facts(kube, plan)
+    fact = fact_for(facts, node)
+    state = writer.node_state(node)
+    rancher_ann = no.PRE_DRAIN if hook == "pre-drain" else no.POST_DRAIN
+    beyond = "PreDrained" if hook == "pre-drain" else "PostDrained"
+    sec_name = fact["machine_plan_secret"]
+    if not sec_name:
+        raise NodeLoopError(f"node {node} has no CAPI machine; cannot find its machine-plan")
+    pre_hook, post_hook = hook_names(kube)
+    ours = {f["machine_plan_secret"]: f["name"] for f in facts}
+    allowed = set(batch or [node]) | {node}
+
+    def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        secrets = view["Secret"]
+        sec = secrets.get(f"{FLEET_NS}/{sec_name}")
+        ann = _secret_ann(sec)
+        if ann.get(rancher_ann):
+            return {"value": ann[rancher_ann]}
+        if hook == "pre-drain":
+            if ann.get(no.POST_DRAIN) or state_ordinal(state) >= state_ordinal(beyond):
+                return {"value": ann.get(no.PRE_DRAIN) or "", "passed": True}
+            for key, other in secrets.items():
+                oname = ours.get(key.split("/", 1)[1])
+                oann = _secret_ann(other)
+                if oname and oname not in allowed and oann.get(no.PRE_DRAIN) and \
+                        oann.get(pre_hook) != oann.get(no.PRE_DRAIN):
+                    raise NodeLoopError(
+                        f"Rancher asks to drain {oname} while the play is on {node}; refusing "
+                        "to act on the wrong node")
+        elif state_ordinal(state) >= state_ordinal("PostDrained") and \
+                _secret_ann(sec).get(post_hook):
+            return {"value": "", "passed": True}
+        return None
+
+    def describe(view: dict[str, dict[str, dict[str, Any]]]) -> str:
+        ann = _secret_ann(view["Secret"].get(f"{FLEET_NS}/{sec_name}"))
+        shown = {k: v[:40] for k, v in ann.items() if k.startswith("rke.cattle.io/")
+                 or k in (pre_hook, post_hook)}
+        return f"secret {FLEET_NS}/{sec_name} annotations {shown or '{}'}"
+
+    if state_ordinal(state) >= state_ordinal(beyond) and hook == "post-drain":
+        return {"value": "", "passed": True, "changed": False}
+    if kube.check_mode:
+        return {"value": "", "passed": False, "changed": False, "skipped_wait": True}
+    try:
+        res = kube.wait([Source("v1", "Secret", FLEET_NS)], pred, timeout=timeout,
+                        what=f"Rancher's {rancher_ann} on {FLEET_NS}/{sec_name} (node {node})",
+                        describe=describe)
+    except WaitTimeout as exc:
+        fail = "PreDrainFailed" if hook == "pre-drain" else "PostDrainFailed"
+        writer.fail_node(node, fail, "HookTimeout", str(exc))
+        raise
+    changed = False
+    if not res.get("passed"):
+        new_state = "PreDraining" if hook == "pre-drain" else "PostDraining"
+        changed = writer.set_node_state(node, new_state)
+    return {"value": res.get("value", ""), "passed": bool(res.get("passed")), "changed": changed}
+
+
+def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str) -> dict[str, Any]:
+    """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation."""
+    plan = writer.refresh()
+    fact = fact_for(cluster_facts(kube, plan), node)
+    pre_hook, post_hook = hook_names(kube)
+    ours = pre_hook if hook == "pre-drain" else post_hook
+    rancher_ann = no.PRE_DRAIN if hook == "pre-drain" else no.POST_DRAIN
+    sec = kube.get("v1", "Secret", fact["machine_plan_secret"], FLEET_NS)
+    ann = _secret_ann(sec)
+    value = ann.get(rancher_ann)
+    changed = False
+    if hook == "pre-drain":
+        changed = writer.set_node_state(node, "PreDrained") or changed
+    if not value:
+        if hook == "pre-drain" and (ann.get(no.POST_DRAIN) or fact["upgraded"]):
+            return {"changed": changed, "value": "", "passed": True}
+        if hook == "post-drain" and fact["upgraded"]:
+            return {"changed": changed, "value": "", "passed": True}
+        raise NodeLoopError(f"secret {FLEET_NS}/{fact['machine_plan_secret']} carries no "
+                            f"{rancher_ann}; nothing to answer for node {node}")
+    if ann.get(ours) == value:
+        return {"changed": changed, "value": value, "passed": False}
+    if not kube.check_mode:
+        kube.patch("v1", "Secret", fact["machine_plan_secret"],
+                   {"metadata": {"annotations": {ours: value}}}, FLEET_NS)
+        writer.event("DrainHookAnswered", f"Node {node}: answered {rancher_ann} with {ours}")
+    return {"changed": True, "value": value, "passed": False}
+
+
+def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> dict[str, Any]:
+    """Wait (watch) until Rancher is done with the node: no drain annotations on its secret,
+    node uncordoned, kubelet at the release's kubernetes version."""
+    plan = writer.refresh()
+    rel = release(plan)
+    fact = fact_for(cluster_facts(kube, plan), node)
+    sec_key = f"{FLEET_NS}/{fact['machine_plan_secret']}"
+
+    def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        ann = _secret_ann(view["Secret"].get(sec_key))
+        n = view["Node"].get(node) or {}
+        kubelet = ((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
+        return (not any(a in ann for a in no.RANCHER_DRAIN_ANNOTATIONS)
+                and not (n.get("spec") or {}).get("unschedulable")
+                and no.kubelet_matches(kubelet, rel["kubernetes"]))
+
+    def describe(view: dict[str, dict[str, dict[str, Any]]]) -> str:
+        ann = _secret_ann(view["Secret"].get(sec_key))
+        n = view["Node"].get(node) or {}
+        kubelet = ((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
+        left = [a for a in no.RANCHER_DRAIN_ANNOTATIONS if a in ann]
+        return (f"annotations {left}, unschedulable="
+                f"{bool((n.get('spec') or {}).get('unschedulable'))}, kubelet {kubelet} "
+                f"(want {rel['kubernetes']})")
+
+    if kube.check_mode:
+        return {"changed": False}
+    try:
+        kube.wait([Source("v1", "Secret", FLEET_NS), Source("v1", "Node",
+                                                            field_selector=f"metadata.name={node}")],
+                  pred, timeout=timeout, describe=describe,
+                  what=f"Rancher to finish node {node} (annotations removed, uncordoned, "
+                       "kubelet current)")
+    except WaitTimeout as exc:
+        writer.fail_node(node, "PostDrainFailed", "RancherTimeout", str(exc))
+        raise
+    return {"changed": False}
+
+
+# ---------------------------------------------------------------------------------------------
+# Evacuation
+# ---------------------------------------------------------------------------------------------
+
+def _launchers(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for p in pods:
+        labels = (p.get("metadata") or {}).get("labels") or {}
+        if labels.get("kubevirt.io") == "virt-launcher" and ev.pod_is_active(p):
+            vm_name = labels.get("vm.kubevirt.io/name") or labels.get("kubevirt.io/domain")
+            if vm_name:
+                ns = (p.get("metadata") or {}).get("namespace")
+                out[f"{ns}/{vm_name}"] = p
+    return out
+
+
+def _active_vmi(v: dict[str, Any]) -> bool:
+    st = v.get("status") or {}
+    return st.get("phase") not in ("Succeeded", "Failed") and not (
+        v.get("metadata") or {}).get("deletionTimestamp")
+
+
+def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[str, Any]]
+                     ) -> tuple[list[ev.NodeView], list[ev.VmView]]:
+    nodes = kube.items("v1", "Node")
+    pods = kube.items("v1", "Pod")
+    vmis = [v for v in _try_items(kube, VMI_API, "VirtualMachineInstance") if _active_vmi(v)]
+    by_name = {f["name"]: f for f in facts}
+    views = []
+    for n in nodes:
+        name = n["metadata"]["name"]
+        f = by_name.get(name) or {}
+        views.append(ev.node_view(n, pods, upgraded=bool(f.get("upgraded")),
+                                  order=int(f.get("order", 0))))
+    launchers = _launchers(pods)
+    vms = []
+    for v in vmis:
+        key = f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"
+        vms.append(ev.vm_view(v, launchers.get(key)))
+    return views, vms
+
+
+def node_plan(kube: Kube, plan: dict[str, Any] | None, *, target_aware: bool = True,
+              bandwidth_mib_s: float = 1024.0, overhead_s: float = 10.0, concurrency: int = 2,
+              node_overhead_s: float = 600.0) -> dict[str, Any]:
+    """The whole roll, simulated without touching anything (for ``--check``): per node in
+    Rancher's order the VMs that migrate (and where) and those shut down (and why), with an
+    estimated duration."""
+    facts = cluster_facts(kube, plan)
+    nodes, vms = evacuation_views(kube, plan, facts)
+    by_name = {n.name: n for n in nodes}
+    single = len([f for f in facts if "witness" not in f["roles"]]) == 1
+    out: list[dict[str, Any]] = []
+    total = 0.0
+    for f in facts:
+        name = f["name"]
+        entry: dict[str, Any] = {"node": name, "machine": f["machine"], "order": f["order"],
+                                 "roles": f["roles"], "upgraded": f["upgraded"]}
+        if f["upgraded"]:
+            entry.update(migrate=[], shutdown=[], estimated_seconds=0)
+            out.append(entry)
+            continue
+        if single:
+            p = ev.EvacuationPlan(node=name, shutdown=[
+                ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
+                for v in vms if v.node == name])
+        else:
+            p = ev.plan_evacuation(name, vms, nodes, target_aware=target_aware)
+        d = p.as_dict(bandwidth_mib_s, overhead_s, concurrency)
+        d["estimated_seconds"] = round(d.get("estimated_seconds", 0.0) + node_overhead_s, 1)
+        total += d["estimated_seconds"]
+        entry.update(d)
+        out.append(entry)
+        # apply the moves: later nodes see the VMs where they would be
+        for m in p.migrate:
+            tgt = m.target or next((n.name for n in sorted(
+                nodes, key=lambda n: -n.free_mem) if n.name != name and not n.witness
+                and ev.schedulable_for(m.vm, n)), None)
+            if tgt:
+                m.vm.node = tgt
+                by_name[tgt].req_mem += m.vm.mem
+                by_name[tgt].req_cpu_m += m.vm.cpu_m
+        src = by_name.get(name)
+        if src is not None:
+            src.upgraded = True
+            for m in p.migrate:
+                src.req_mem -= m.vm.mem
+                src.req_cpu_m -= m.vm.cpu_m
+    return {"nodes": out, "estimated_seconds": round(total, 1),
+            "assumptions": {"migration_bandwidth_mib_s": bandwidth_mib_s,
+                            "migration_overhead_s": overhead_s,
+                            "migration_concurrency": concurrency,
+                            "per_node_overhead_s": node_overhead_s}}
+
+
+def measured_bandwidth(kube: Kube) -> float | None:
+    """MiB/s of past successful migrations (memory / duration), if any were recorded."""
+    import datetime as dt
+    rates = []
+    for v in _try_items(kube, VMI_API, "VirtualMachineInstance"):
+        ms = (v.get("status") or {}).get("migrationState") or {}
+        if not ms.get("completed") or ms.get("failed"):
+            continue
+        try:
+            a = dt.datetime.fromisoformat(str(ms["startTimestamp"]))
+            b = dt.datetime.fromisoformat(str(ms["endTimestamp"]))
+        except (KeyError, ValueError):
+            continue
+        secs = (b - a).total_seconds()
+        mem = ev.vm_view(v).guest_mem / (1024 * 1024)
+        if secs > 0 and mem > 0:
+            rates.append(mem / secs)
+    return sum(rates) / len(rates) if rates else None
+
+
+def _restore_cm_name(writer: PlanWriter) -> str:
+    return f"{writer.name}-restore-vm"
+
+
+def record_shutdowns(kube: Kube, writer: PlanWriter, node: str, keys: list[str]) -> bool:
+    """Add ``keys`` (ns/name) to ConfigMap ``<plan>-restore-vm`` under the node's key."""
+    name = _restore_cm_name(writer)
+    cm = kube.get("v1", "ConfigMap", name, UPGRADE_NS)
+    if cm is None:
+        if kube.check_mode:
+            return True
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": UPGRADE_NS,
+                             "labels": writer.labels("node-upgrade"),
+                             "ownerReferences": [writer.owner_reference()]},
+                "data": {node: ",".join(sorted(set(keys)))}}
+        kube.create_in("v1", "ConfigMap", body, UPGRADE_NS)
+        writer.event("RestoreVMConfigMapCreated",
+                     f"ConfigMap {UPGRADE_NS}/{name} created",
+                     component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+        return True
+    have = [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
+    merged = sorted(set(have) | set(keys))
+    if merged == sorted(set(have)):
+        return False
+    if not kube.check_mode:
+        kube.patch("v1", "ConfigMap", name, {"data": {node: ",".join(merged)}}, UPGRADE_NS)
+    return True
+
+
+def restore_entries(kube: Kube, writer: PlanWriter, node: str) -> list[str]:
+    cm = kube.get("v1", "ConfigMap", _restore_cm_name(writer), UPGRADE_NS) or {}
+    return [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
+
+
+def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
+             timeout: float) -> dict[str, Any]:
+    """Stop each VM (runStrategy Halted, previous strategy kept in an annotation) and wait
+    for its VMI to be gone."""
+    ok, failed = [], []
+    for s in shutdowns:
+        vm = kube.get(VM_API, "VirtualMachine", s.vm.name, s.vm.namespace)
+        if vm is None:
+            # a VMI without a VirtualMachine cannot be restarted later: delete it, say so
+            kube.delete(VMI_API, "VirtualMachineInstance", s.vm.name, s.vm.namespace)
+            ok.append(s.vm.key)
+            continue
+        spec = vm.get("spec") or {}
+        ann = (vm.get("metadata") or {}).get("annotations") or {}
+        prev = ann.get(RUN_STRATEGY_ANNOTATION) or spec.get("runStrategy") or "Always"
+        patch: dict[str, Any] = {"metadata": {"annotations": {
+            RUN_STRATEGY_ANNOTATION: prev, STOPPED_BY_ANNOTATION: node}}}
+        if "running" in spec and "runStrategy" not in spec:
+            patch["spec"] = {"running": False}
+        else:
+            patch["spec"] = {"runStrategy": "Halted"}
+        try:
+            kube.patch(VM_API, "VirtualMachine", s.vm.name, patch, s.vm.namespace)
+            ok.append(s.vm.key)
+        except Exception as exc:  # noqa: BLE001 - reported below, fails the step
+            failed.append(f"{s.vm.key}: {exc}")
+    keys = {s.vm.key for s in shutdowns}
+    if keys and not failed:
+        try:
+            kube.wait([Source(VMI_API, "VirtualMachineInstance")],
+                      lambda v: not any(k in keys and _active_vmi(o) and
+                                        (o.get("status") or {}).get("nodeName") == node
+                                        for k, o in v["VirtualMachineInstance"].items()),
+                      timeout=timeout, what=f"VMs {', '.join(sorted(keys))} to shut down",
+                      describe=lambda v: ", ".join(
+                          f"{k}={(o.get('status') or {}).get('phase')}"
+                          for k, o in v["VirtualMachineInstance"].items() if k in keys))
+        except WaitTimeout as exc:
+            failed.append(str(exc))
+    writer.event("VMShutdownCompleted",
+                 f"Shutdown completed for {len(shutdowns)} VM(s) on node {node}, "
+                 f"success: {len(shutdowns) - len(failed)}, failed: {len(failed)}",
+                 component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+    return {"stopped": ok, "failed": failed}
+
+
+def _volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]]) -> str | None:
+    st = vol.get("status") or {}
+    robust = st.get("robustness") or "unknown"
+    if robust == "healthy" or st.get("state") not in ("attached", "attaching"):
+        return None
+    name = (vol.get("metadata") or {}).get("name")
+    mine = [r for r in replicas if (r.get("spec") or {}).get("volumeName") == name]
+    if mine:
+        healthy = [r for r in mine if (r.get("status") or {}).get("currentState") == "running"
+                   and not (r.get("spec") or {}).get("failedAt")]
+        on_node = [r for r in healthy if (r.get("spec") or {}).get("nodeID") == node]
+        if healthy and len(healthy) > len(on_node):
+            return None     # a healthy replica survives elsewhere
+    return f"volume {name} is {robust}"
+
+
+def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
+    """Longhorn safety: wait (watch) until no attached volume would lose its last healthy
+    replica when ``node`` goes down (rebuilds finished)."""
+    try:
+        vols = kube.items(LONGHORN_API, "Volume", "longhorn-system")
+    except Exception:  # noqa: BLE001 - no Longhorn CRDs: nothing to protect
+        return {"waited": False}
+    replicas = _try_items(kube, LONGHORN_API, "Replica", "longhorn-system")
+
+    def risky(view: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+        reps = list((view.get("Replica") or {}).values()) or replicas
+        return [r for v in view["Volume"].values() if (r := _volume_at_risk(v, node, reps))]
+
+    if not [r for v in vols if (r := _volume_at_risk(v, node, replicas))]:
+        return {"waited": False}
+    if kube.check_mode:
+        return {"waited": False, "at_risk": risky({"Volume": {str(i): v for i, v in
+                                                              enumerate(vols)}})}
+    sources = [Source(LONGHORN_API, "Volume", "longhorn-system")]
+    if replicas:
+        sources.append(Source(LONGHORN_API, "Replica", "longhorn-system"))
+    kube.wait(sources, lambda v: not risky(v), timeout=timeout,
+              what=f"Longhorn volumes to be healthy before node {node} goes down",
+              describe=lambda v: "; ".join(risky(v)))
+    return {"waited": True}
+
+
+def _pdb_blocking(pdbs: list[dict[str, Any]], pods: list[dict[str, Any]], node: str
+                  ) -> list[str]:
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation import (
+        _expr_matches,
+    )
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if (pod.get("spec") or {}).get("nodeName") != node or not ev.pod_is_active(pod):
+            continue
+        if labels.get("kubevirt.io") == "virt-launcher":
+            continue
+        owners = meta.get("ownerReferences") or []
+        if any(o.get("kind") == "DaemonSet" for o in owners):
+            continue
+        for pdb in pdbs:
+            pm = pdb.get("metadata") or {}
+            if pm.get("namespace") != meta.get("namespace"):
+                continue
+            sel = (pdb.get("spec") or {}).get("selector") or {}
+            if not sel:
+                continue
+            ml = sel.get("matchLabels") or {}
+            if any(labels.get(k) != v for k, v in ml.items()):
+                continue
+            if not all(_expr_matches(e, labels) for e in sel.get("matchExpressions") or []):
+                continue
+            if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
+                out.append(f"PodDisruptionBudget {pm.get('namespace')}/{pm.get('name')} "
+                           f"allows no disruption of pod {meta.get('name')}")
+    return out
+
+
+def wait_pdbs(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
+    """Wait (watch) until no PDB protecting a pod on the node forbids its eviction."""
+    pods = [p for p in kube.items("v1", "Pod") if (p.get("spec") or {}).get("nodeName") == node]
+    pdbs = kube.items("policy/v1", "PodDisruptionBudget")
+    if not _pdb_blocking(pdbs, pods, node) or kube.check_mode:
+        return {"waited": False}
+    kube.wait([Source("policy/v1", "PodDisruptionBudget"),
+               Source("v1", "Pod", field_selector=f"spec.nodeName={node}")],
+              lambda v: not _pdb_blocking(list(v["PodDisruptionBudget"].values()),
+                                          list(v["Pod"].values()), node),
+              timeout=timeout, what=f"PodDisruptionBudgets to allow draining {node}",
+              describe=lambda v: "; ".join(_pdb_blocking(list(v["PodDisruptionBudget"].values()),
+                                                         list(v["Pod"].values()), node)))
+    return {"waited": True}
+
+
+def taint_node(kube: Kube, node: str) -> bool:
+    n = kube.get("v1", "Node", node) or {}
+    taints = list((n.get("spec") or {}).get("taints") or [])
+    if any(t.get("key") == ev.DRAIN_TAINT_KEY and t.get("effect") == "NoSchedule"
+           for t in taints):
+        return False
+    if not kube.check_mode:
+        taints = [t for t in taints if t.get("key") != ev.DRAIN_TAINT_KEY]
+        taints.append({"key": ev.DRAIN_TAINT_KEY, "value": "draining", "effect": "NoSchedule"})
+        kube.patch("v1", "Node", node, {"spec": {"taints": taints}})
+    return True
+
+
+def untaint_node(kube: Kube, node: str) -> bool:
+    n = kube.get("v1", "Node", node) or {}
+    taints = list((n.get("spec") or {}).get("taints") or [])
+    keep = [t for t in taints if t.get("key") != ev.DRAIN_TAINT_KEY]
+    if keep == taints:
+        return False
+    if not kube.check_mode:
+        kube.patch("v1", "Node", node, {"spec": {"taints": keep}})
+    return True
+
+
+def _migration_failure(m: dict[str, Any], vmi: dict[str, Any] | None) -> str:
+    st = m.get("status") or {}
+    ms = ((vmi or {}).get("status") or {}).get("migrationState") or {}
+    for c in st.get("conditions") or []:
+        if c.get("message"):
+            return f"{c.get('reason') or c.get('type')}: {c['message']}"
+    return str(ms.get("failureReason") or st.get("phase") or "migration failed")
+
+
+def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = True,
+             concurrency: int = 2, retries: int = 2, migration_timeout: float = 900,
+             timeout: float = 3600, volume_timeout: float = 1800, pdb_timeout: float = 1800,
+             shutdown_all: bool = False, shutdown_timeout: float = 600) -> dict[str, Any]:
+    """Empty ``node`` of running VMs: shut down (and record) the non-migratable ones, taint the
+    node, live-migrate the rest to upgraded nodes where possible. Idempotent."""
+    plan = writer.refresh()
+    facts = cluster_facts(kube, plan)
+    fact = fact_for(facts, node)
+    state = writer.node_state(node)
+    # resume: never evacuate again a node that is past this step (its VMs may be restored)
+    past = "WaitingReboot" if shutdown_all else "PreDrained"
+    if fact["upgraded"] or state_ordinal(state) >= state_ordinal(past):
+        return {"changed": False, "plan": ev.EvacuationPlan(node=node).as_dict(),
+                "migrated": [], "shutdown": [], "attempts": {}, "skipped": state or "upgraded"}
+    if shutdown_all:
+        writer.set_node_state(node, "SingleNodeUpgrading")
+    nodes, vms = evacuation_views(kube, plan, facts)
+    if shutdown_all:
+        p = ev.EvacuationPlan(node=node, shutdown=[
+            ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
+            for v in vms if v.node == node])
+    else:
+        p = ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
+    result: dict[str, Any] = {"changed": False, "plan": p.as_dict(), "migrated": [],
+                              "shutdown": [s.vm.key for s in p.shutdown], "attempts": {}}
+    if kube.check_mode:
+        return result
+    if not shutdown_all:
+        try:
+            vol = wait_volumes_safe(kube, node, volume_timeout)
+            pdb = wait_pdbs(kube, node, pdb_timeout)
+        except WaitTimeout as exc:
+            writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
+            raise
+        result["waited_for_volumes"] = vol.get("waited", False)
+        result["waited_for_pdbs"] = pdb.get("waited", False)
+    # 1. shut down (recorded) what cannot move
+    if p.shutdown:
+        keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
+        result["changed"] |= record_shutdowns(kube, writer, node, keys)
+        res = stop_vms(kube, writer, node, p.shutdown, shutdown_timeout)
+        result["changed"] = True
+        if res["failed"]:
+            msg = f"could not shut down VMs on {node}: {'; '.join(res['failed'])}"
+            writer.fail_node(node, "PreDrainFailed" if not shutdown_all
+                             else "SingleNodeUpgradeFailed", "VMShutdownFailed", msg)
+            raise NodeLoopError(msg)
+    else:
+        writer.event("VMShutdownCompleted",
+                     f"Shutdown completed for 0 VM(s) on node {node}, success: 0, failed: 0",
+                     component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+    if shutdown_all:
+        return result
+    # 2./3. taint + migrations. Target-aware: our own targeted migrations first, then the
+    # taint (Rancher cordoned the node already, so nothing lands back meanwhile; tainting
+    # first would let KubeVirt's evacuation controller start untargeted migrations of its
+    # own). Naive: taint first and let KubeVirt evacuate (upstream behaviour), starting
+    # untargeted migrations only for VMIs KubeVirt will not evacuate.
+    if not target_aware:
+        result["changed"] |= taint_node(kube, node)
+    if p.migrate:
+        result["changed"] = True
+        _migrate_all(kube, writer, node, p, nodes, result, target_aware=target_aware,
+                     concurrency=concurrency, retries=retries,
+                     migration_timeout=migration_timeout, timeout=timeout)
+    result["changed"] |= taint_node(kube, node)
+    # 4. never hand the node over with a running VM
+    left = [f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"
+            for v in _try_items(kube, VMI_API, "VirtualMachineInstance")
+            if _active_vmi(v) and (v.get("status") or {}).get("nodeName") == node]
+    if left:
+        msg = f"VMs still running on {node} after evacuation: {', '.join(sorted(left))}"
+        writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
+        raise NodeLoopError(msg)
+    return result
+
+
+def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
+                 nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
+                 concurrency: int, retries: int, migration_timeout: float,
+                 timeout: float) -> None:
+    queue_ = list(p.migrate)
+    by_key = {m.vm.key: m for m in p.migrate}
+    active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
+    attempts: dict[str, int] = {}
+    failures: dict[str, list[str]] = {}
+    done: set[str] = set()
+    excluded: dict[str, set[str]] = {}
+    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    host_label = {n.name: n.labels.get("kubernetes.io/hostname", n.name) for n in nodes}
+    final_failed: dict[str, str] = {}
+
+    def start(move: ev.Move) -> None:
+        key = move.vm.key
+        attempts[key] = attempts.get(key, 0) + 1
+        spec: dict[str, Any] = {"vmiName": move.vm.name}
+        if target_aware and move.target:
+            spec["addedNodeSelector"] = {"kubernetes.io/hostname": host_label.get(
+                move.target, move.target)}
+        digest = hashlib.sha1(f"{key}/{attempts[key]}".encode()).hexdigest()[:5]
+        body = {"apiVersion": VMI_API, "kind": VMIM_KIND,
+                "metadata": {"name": _safe_name(f"{move.vm.name}-upgrade-{digest}"),
+                             "namespace": move.vm.namespace, "labels": labels},
+                "spec": spec}
+        obj = kube.create_in(VMI_API, VMIM_KIND, body, move.vm.namespace)
+        active[key] = {"name": obj["metadata"]["name"], "started": time.monotonic(),
+                       "target": move.target}
+        writer.event("VMMigrationStarted",
+                     f"Migrating VM {key} off node {node} to "
+                     f"{move.target or 'a node the scheduler chooses'} ({move.why}), "
+                     f"attempt {attempts[key]}")
+
+    def vmi_state(view: dict[str, dict[str, dict[str, Any]]], key: str) -> dict[str, Any] | None:
+        return view["VirtualMachineInstance"].get(key)
+
+    def on_change(view: dict[str, dict[str, dict[str, Any]]]) -> None:
+        now = time.monotonic()
+        migs = view[VMIM_KIND]
+        for key, info in list(active.items()):
+            vmi = vmi_state(view, key)
+            ns = key.split("/", 1)[0]
+            mig = migs.get(f"{ns}/{info['name']}")
+            moved = vmi is None or not _active_vmi(vmi) or \
+                (vmi.get("status") or {}).get("nodeName") not in (node, None, "")
+            phase = ((mig or {}).get("status") or {}).get("phase")
+            if phase == "Succeeded" or (moved and phase != "Failed"):
+                done.add(key)
+                active.pop(key)
+                tgt = ((vmi or {}).get("status") or {}).get("nodeName")
+                result["migrated"].append({"vm": key, "to": tgt, "attempts": attempts[key]})
+                continue
+            hung = now - info["started"] > migration_timeout
+            if phase == "Failed" or hung or (mig is None and vmi is not None
+                                             and now - info["started"] > 5):
+                reason = (f"no progress within {int(migration_timeout)}s (phase "
+                          f"{phase or 'unknown'})" if hung and phase != "Failed"
+                          else _migration_failure(mig or {}, vmi))
+                if hung and mig is not None:
+                    kube.delete(VMI_API, VMIM_KIND, info["name"], ns)   # aborts the migration
+                failures.setdefault(key, []).append(reason)
+                active.pop(key)
+                if info.get("target"):
+                    excluded.setdefault(key, set()).add(info["target"])
+                if attempts[key] <= retries:
+                    move = by_key[key]
+                    if target_aware:
+                        tgt, why = ev.choose_target(move.vm, nodes, exclude=excluded.get(key))
+                        move = ev.Move(move.vm, tgt.name if tgt else None, f"retry: {why}")
+                    queue_.insert(0, move)
+                else:
+                    final_failed[key] = "; ".join(failures[key])
+        if final_failed:
+            return
+        requeue: list[ev.Move] = []
+        while queue_ and len(active) < max(1, concurrency):
+            move = queue_.pop(0)
+            key = move.vm.key
+            vmi = vmi_state(view, key)
+            if vmi is None or not _active_vmi(vmi) or \
+                    (vmi.get("status") or {}).get("nodeName") != node:
+                done.add(key)        # already gone (resume, or moved by someone else)
+                continue
+            # a migration someone else started (a previous run, KubeVirt's evacuation): adopt
+            mig_name = next((m["metadata"]["name"] for m in migs.values()
+                             if (m.get("spec") or {}).get("vmiName") == move.vm.name
+                             and m["metadata"].get("namespace") == move.vm.namespace
+                             and ((m.get("status") or {}).get("phase") not in
+                                  ("Succeeded", "Failed"))), None)
+            if mig_name:
+                attempts[key] = attempts.get(key, 0) + 1
+                active[key] = {"name": mig_name, "started": time.monotonic(),
+                               "target": move.target}
+                continue
+            if not target_aware and _kubevirt_evacuates(vmi):
+                requeue.append(move)     # KubeVirt's evacuation controller will start one
+                continue
+            try:
+                start(move)
+            except Exception as exc:  # noqa: BLE001 - e.g. a migration already in flight
+                if getattr(exc, "status", 0) in (400, 409, 422, 429):
+                    requeue.append(move)
+                else:
+                    raise
+        queue_.extend(requeue)
+
+    def still_on_node(v: dict[str, Any] | None) -> bool:
+        return v is not None and _active_vmi(v) and (v.get("status") or {}).get("nodeName") == node
+
+    def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        if final_failed:
+            raise _MigrationFailed(dict(final_failed))
+        if active:
+            return False
+        # queued VMs that left the node meanwhile (moved by KubeVirt) are done
+        return not [m for m in queue_ if still_on_node(vmi_state(view, m.vm.key))]
+
+    def describe(view: dict[str, dict[str, dict[str, Any]]]) -> str:
+        parts = []
+        for key, info in active.items():
+            ns = key.split("/", 1)[0]
+            mig = view[VMIM_KIND].get(f"{ns}/{info['name']}") or {}
+            parts.append(f"{key}: migration {info['name']} "
+                         f"{(mig.get('status') or {}).get('phase') or 'Pending'}")
+        if queue_:
+            parts.append(f"queued: {', '.join(m.vm.key for m in queue_)}")
+        return "; ".join(parts)
+
+    try:
+        kube.wait([Source(VMI_API, "VirtualMachineInstance"), Source(VMI_API, VMIM_KIND)],
+                  pred, on_change=on_change, timeout=timeout, describe=describe,
+                  what=f"live migrations off node {node}")
+    except _MigrationFailed as exc:
+        names = ", ".join(sorted(exc.failed))
+        detail = "; ".join(f"{k}: {v}" for k, v in sorted(exc.failed.items()))
+        msg = (f"live migration of VM(s) {names} off node {node} failed after "
+               f"{retries + 1} attempt(s): {detail}; the VMs keep running on {node} and the "
+               "node was not handed to Rancher")
+        writer.fail_node(node, "PreDrainFailed", "MigrationFailed", msg)
+        raise NodeLoopError(msg) from None
+    except WaitTimeout as exc:
+        stuck = ", ".join(sorted(active)) or ", ".join(m.vm.key for m in queue_)
+        msg = (f"evacuation of node {node} did not finish: VM(s) {stuck} still on the node; "
+               f"{exc}")
+        writer.fail_node(node, "PreDrainFailed", "EvacuationTimeout", msg)
+        raise NodeLoopError(msg) from None
+    result["attempts"] = attempts
+
+
+def _kubevirt_evacuates(vmi: dict[str, Any]) -> bool:
+    """KubeVirt's evacuation controller migrates this VMI off a node tainted for drain."""
+    return (vmi.get("spec") or {}).get("evictionStrategy") in (
+        "LiveMigrate", "LiveMigrateIfPossible")
+
+
+class _MigrationFailed(NodeLoopError):
+    def __init__(self, failed: dict[str, str]) -> None:
+        self.failed = failed
+        super().__init__("; ".join(f"{k}: {v}" for k, v in failed.items()))
+
+
+def _safe_name(name: str, limit: int = 63) -> str:
+    """A DNS label: ``name`` or, when too long, a prefix plus a short hash."""
+    name = name.lower()
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:limit - 9].rstrip('-.')}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Node jobs and reboot
+# ---------------------------------------------------------------------------------------------
+
+def toolkit_image(plan: dict[str, Any]) -> str:
+    ann = (plan.get("metadata") or {}).get("annotations") or {}
+    repo = ann.get(TOOLKIT_IMAGE_ANNOTATION) or DEFAULT_TOOLKIT_REPO
+    tag = (plan.get("spec") or {}).get("upgrade") or release(plan).get("harvester") or "latest"
+    return f"{repo}:{tag}"
+
+
+def job_name(plan_name: str, job_type: str, node: str) -> str:
+    return _safe_name(f"{plan_name}-node-upgrade-{job_type}-{node}")
+
+
+def job_body(writer: PlanWriter, job_type: str, node: str) -> dict[str, Any]:
+    labels = {**writer.labels("node-upgrade"), JOB_TYPE_LABEL: job_type, NODE_LABEL: node}
+    env = [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": writer.name},
+           {"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node},
+           {"name": "HARVESTER_UPGRADE_POD_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    tolerations = [{"key": k, "operator": "Exists"} for k in (
+        "node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable",
+        "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd",
+        ev.DRAIN_TAINT_KEY, "CriticalAddonsOnly")]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job_name(writer.name, job_type, node), "namespace": UPGRADE_NS,
+                     "labels": labels, "ownerReferences": [writer.owner_reference()]},
+        "spec": {
+            "ttlSecondsAfterFinished": 604800,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeName": node, "hostPID": True, "restartPolicy": "Never",
+                    "tolerations": tolerations,
+                    "containers": [{
+                        "name": "apply", "image": toolkit_image(writer.plan),
+                        "command": ["upgrade_node.sh"], "args": [job_type], "env": env,
+                        "securityContext": {"privileged": True},
+                        "volumeMounts": [{"name": "host-root", "mountPath": "/host"}],
+                    }],
+                    "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type":
+                                                                   "Directory"}}],
+                },
+            },
+        },
+    }
+
+
+def _job_outcome(job: dict[str, Any] | None) -> tuple[str, str, str]:
+    """("complete"|"failed"|"running"|"absent", reason, message)."""
+    if job is None:
+        return "absent", "", ""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("status") != "True":
+            continue
+        if c.get("type") == "Complete":
+            return "complete", "", ""
+        if c.get("type") == "Failed":
+            return "failed", c.get("reason") or "JobFailed", c.get("message") or ""
+    return "running", "", ""
+
+
+def _node_summary(n: dict[str, Any] | None) -> str:
+    if not n:
+        return "node not found"
+    st = n.get("status") or {}
+    ready = next((c.get("status") for c in st.get("conditions") or []
+                  if c.get("type") == "Ready"), "Unknown")
+    return f"Ready={ready}, osImage={(st.get('nodeInfo') or {}).get('osImage')!r}"
+
+
+def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
+                 job_timeout: float = 3600, node_timeout: float = 1800) -> dict[str, Any]:
+    """Run the post-drain (or single-node-upgrade) Job and wait for the node to come back
+    Ready on the release's OS. Never reboots a node that already runs the target OS."""
+    plan = writer.refresh()
+    rel = release(plan)
+    single = job_type == "single-node-upgrade"
+    running_state = "SingleNodeUpgrading" if single else "PostDraining"
+    done_state = "SingleNodeUpgraded" if single else "PostDrained"
+    fail_state = "SingleNodeUpgradeFailed" if single else "PostDrainFailed"
+    state = writer.node_state(node)
+    result: dict[str, Any] = {"changed": False, "job": job_name(writer.name, job_type, node)}
+    if state_ordinal(state) >= state_ordinal(done_state):
+        return result
+    n = kube.get("v1", "Node", node)
+    if n is None:
+        raise NodeLoopError(f"node {node} not found")
+    on_target = ((n.get("status") or {}).get("nodeInfo") or {}).get("osImage") == rel["os"]
+    job = kube.get("batch/v1", "Job", result["job"], UPGRADE_NS)
+    outcome = _job_outcome(job)
+    if kube.check_mode:
+        result["changed"] = not on_target
+        return result
+    if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
+        # already on the new OS (a previous run got past the reboot): no job, no reboot
+        result["changed"] |= untaint_node(kube, node)
+        writer.set_node_state(node, done_state)
+        result["changed"] = True
+        _drop_pending_os(kube, node)
+        return result
+    if outcome[0] == "failed":
+        msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+        writer.fail_node(node, fail_state, outcome[1], msg)
+        raise NodeLoopError(msg)
+    if outcome[0] == "absent" and state != "WaitingReboot":
+        writer.set_node_state(node, running_state)
+        kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+        result["changed"] = True
+    if state != "WaitingReboot":
+        try:
+            outcome = kube.wait(
+                [Source("batch/v1", "Job", UPGRADE_NS,
+                        field_selector=f"metadata.name={result['job']}")],
+                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
+                                if o[0] in ("complete", "failed")), None),
+                timeout=job_timeout, what=f"Job {UPGRADE_NS}/{result['job']} to finish",
+                describe=lambda v: ", ".join(
+                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
+                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+        except WaitTimeout as exc:
+            writer.fail_node(node, fail_state, "JobTimeout", str(exc))
+            raise
+        if outcome[0] == "failed":
+            msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+            writer.fail_node(node, fail_state, outcome[1], msg)
+            raise NodeLoopError(msg)
+        writer.set_node_state(node, "WaitingReboot")
+        kube.patch("v1", "Node", node,
+                   {"metadata": {"annotations": {PENDING_OS_ANNOTATION: rel["os"]}}})
+        result["changed"] = True
+
+    def back(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        obj = view["Node"].get(node)
+        return bool(obj) and no.node_ready(obj) and (
+            (obj.get("status") or {}).get("nodeInfo") or {}).get("osImage") == rel["os"]
+
+    try:
+        kube.wait([Source("v1", "Node", field_selector=f"metadata.name={node}")], back,
+                  timeout=node_timeout,
+                  what=f"node {node} to come back Ready on {rel['os']!r}",
+                  describe=lambda v: _node_summary(v["Node"].get(node)))
+    except WaitTimeout as exc:
+        writer.fail_node(node, fail_state, "NodeNotReady", str(exc))
+        raise
+    _drop_pending_os(kube, node)
+    writer.set_node_state(node, done_state)
+    result["changed"] = True
+    return result
+
+
+def _drop_pending_os(kube: Kube, node: str) -> None:
+    n = kube.get("v1", "Node", node) or {}
+    if PENDING_OS_ANNOTATION in ((n.get("metadata") or {}).get("annotations") or {}):
+        kube.patch("v1", "Node", node,
+                   {"metadata": {"annotations": {PENDING_OS_ANNOTATION: None}}})
+
+
+# ---------------------------------------------------------------------------------------------
+# Restore
+# ---------------------------------------------------------------------------------------------
+
+def restore_vms(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 900,
+                force: bool | None = None) -> dict[str, Any]:
+    """Start the VMs recorded for ``node`` (when the plan's ``restoreVM`` is set) and wait for
+    them to run. Only VMs this collection stopped (marked) are started, once."""
+    plan = writer.refresh()
+    enabled = bool((plan.get("spec") or {}).get("restoreVM")) if force is None else force
+    entries = restore_entries(kube, writer, node)
+    result: dict[str, Any] = {"changed": False, "restored": [], "failed": [],
+                              "recorded": entries, "enabled": enabled}
+    if not enabled or not entries:
+        return result
+    to_start = []
+    for key in entries:
+        ns, _sep, name = key.partition("/")
+        vm = kube.get(VM_API, "VirtualMachine", name, ns)
+        if vm is None:
+            result["failed"].append(f"{key}: VirtualMachine not found")
+            continue
+        ann = (vm.get("metadata") or {}).get("annotations") or {}
+        if STOPPED_BY_ANNOTATION not in ann:
+            continue        # not stopped by us, or already restored
+        to_start.append((key, ns, name, vm, ann))
+    if kube.check_mode:
+        result["changed"] = bool(to_start)
+        result["restored"] = [k for k, *_rest in to_start]
+        return result
+    for key, ns, name, vm, ann in to_start:
+        spec = vm.get("spec") or {}
+        prev = ann.get(RUN_STRATEGY_ANNOTATION) or "Always"
+        patch: dict[str, Any] = {"metadata": {"annotations": {
+            RUN_STRATEGY_ANNOTATION: None, STOPPED_BY_ANNOTATION: None}}}
+        if "running" in spec and "runStrategy" not in spec:
+            patch["spec"] = {"running": True}
+        else:
+            patch["spec"] = {"runStrategy": prev if prev != "Halted" else "Always"}
+        kube.patch(VM_API, "VirtualMachine", name, patch, ns)
+        result["changed"] = True
+    keys = {k for k, *_rest in to_start}
+    if keys:
+        def running(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+            return all((view["VirtualMachineInstance"].get(k) or {}).get("status", {}).get(
+                "phase") == "Running" for k in keys)
+        try:
+            kube.wait([Source(VMI_API, "VirtualMachineInstance")], running, timeout=timeout,
+                      what=f"restored VMs {', '.join(sorted(keys))} to run",
+                      describe=lambda v: ", ".join(
+                          f"{k}={_phase_of(v['VirtualMachineInstance'].get(k))}"
+                          for k in sorted(keys)))
+            result["restored"] = sorted(keys)
+        except WaitTimeout as exc:
+            vmis = {k: o for k, o in _vmi_map(kube).items() if k in keys}
+            result["restored"] = sorted(k for k in keys if (vmis.get(k) or {}).get(
+                "status", {}).get("phase") == "Running")
+            result["failed"] += [f"{k}: not running ({exc.last_seen})"
+                                 for k in sorted(keys - set(result["restored"]))]
+    n_ok, n_fail = len(result["restored"]), len(result["failed"])
+    writer.event("RestoreVMCompleted" if not n_fail else "RestoreVMFailed",
+                 f"Restored {n_ok + n_fail} VMs for node {node} during upgrade {writer.name}, "
+                 f"success: {n_ok}, failed: {n_fail}", warning=bool(n_fail),
+                 component="restore-vm", namespace=UPGRADE_NS)
+    return result
+
+
+def _phase_of(vmi: dict[str, Any] | None) -> str:
+    return str(((vmi or {}).get("status") or {}).get("phase") or "absent")
+
+
+def _vmi_map(kube: Kube) -> dict[str, dict[str, Any]]:
+    return {f"{v['metadata'].get('namespace')}/{v['metadata']['name']}": v
+            for v in _try_items(kube, VMI_API, "VirtualMachineInstance")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase bookkeeping (minimal; the phase machine itself belongs to upgrade_plan)
+# ---------------------------------------------------------------------------------------------
+
+def all_nodes_done(kube: Kube, writer: PlanWriter) -> tuple[bool, list[str]]:
+    plan = writer.refresh()
+    facts = cluster_facts(kube, plan)
+    pending = [f["name"] for f in facts if writer.node_state(f["name"]) not in no.DONE_STATES]
+    return not pending, pending
+
+
+def wait_rancher_settled(kube: Kube, timeout: float) -> None:
+    """upgrade-toolkit's NodeUpgrade PostRun: no machine-plan secret still has post-drain."""
+    def pred(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        return not any(no.POST_DRAIN in _secret_ann(s) for s in view["Secret"].values())
+    kube.wait([Source("v1", "Secret", FLEET_NS)], pred, timeout=timeout,
+              what="Rancher to complete node upgrades (no machine-plan secret with post-drain)",
+              describe=lambda v: ", ".join(k for k, s in v["Secret"].items()
+                                           if no.POST_DRAIN in _secret_ann(s)))
+
+
+def _phase(kube: Kube, writer: PlanWriter, completed: bool,
+           statuses: dict[str, Any] | None = None) -> bool:
+    """Enter/complete NodeUpgrade through upgrade_plan's transitions (plan_status)."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        phases,
+        plan_status,
+    )
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+        now_iso,
+    )
+    phase = phases.get("NodeUpgrade")
+    gen = (writer.plan.get("metadata") or {}).get("generation")
+
+    def mutate(st: dict[str, Any]) -> list[Any]:
+        if statuses:
+            merged = dict(st.get("nodeUpgradeStatuses") or {})
+            for n, v in statuses.items():
+                merged.setdefault(n, v)
+            st["nodeUpgradeStatuses"] = merged
+        if completed:
+            return plan_status.complete_phase(st, phase, now_iso(), gen)
+        if st.get("currentPhase") == phase.active:
+            return []
+        return plan_status.start_phase(st, phase, now_iso(), gen)
+
+    return writer.update_status(mutate)
+
+
+def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
+    """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
+    NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun)."""
+    plan = writer.refresh()
+    phase = check_phase(plan)
+    facts = cluster_facts(kube, plan)
+    single = len([f for f in facts if "witness" not in f["roles"]]) == 1
+    if phase in AFTER_NODES:
+        return {"changed": False, "phase": phase, "single_node": single}
+    statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
+    missing = [f["name"] for f in facts if f["name"] not in statuses]
+    for n in missing:
+        statuses[n] = {"state": "ImagePreloaded"}
+    changed = False
+    if phase != "NodeUpgrading" or missing:
+        changed = _phase(kube, writer, False, statuses if missing else None)
+    return {"changed": changed, "phase": "NodeUpgrading", "single_node": single}
+
+
+def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:
+    """All nodes done: wait for Rancher to settle, then NodeUpgraded (PhaseCompleted)."""
+    plan = writer.refresh()
+    phase = check_phase(plan)
+    if phase in AFTER_NODES:
+        return {"changed": False, "phase": phase, "pending": []}
+    done, pending = all_nodes_done(kube, writer)
+    if not done:
+        return {"changed": False, "phase": phase, "pending": pending}
+    if kube.check_mode:
+        return {"changed": True, "phase": "NodeUpgraded", "pending": []}
+    single = bool((plan.get("status") or {}).get("singleNode"))
+    if not single:
+        try:
+            wait_rancher_settled(kube, timeout)
+        except WaitTimeout as exc:
+            writer.fail_plan(str(exc))
+            raise
+    changed = _phase(kube, writer, True)
+    return {"changed": changed, "phase": "NodeUpgraded", "pending": []}

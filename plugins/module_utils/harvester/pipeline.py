@@ -1,0 +1,255 @@
+"""Running one phase from a module: find the plan, decide, act, wait, record.
+
+Every phase module calls :func:`run_phase` with its phase and two functions from
+:mod:`phase_actions`: ``act(ctx) -> Step`` (idempotent get-or-create, then wait) and
+``verify(ctx) -> str`` (cheap check of a phase completed earlier). :func:`run_phase`:
+
+1. resolves the plan (``plan`` option, else the active one); without one it reports and
+   stops (in check mode: what the phase would do);
+2. compares the plan's ``currentPhase`` with the phase (:func:`phases.relation`):
+   *done* → ``verify``; *not reached* → says which phase must run first, unless ``force``;
+   *next* → enters the phase (``PhaseTransition``); *active* → resumes it;
+3. runs ``act``; ``done`` completes the phase (``PhaseCompleted``); ``pending`` returns so
+   the action plugin can print progress and call again; ``failed`` or a wait that reaches the
+   deadline sets the plan ``Failed`` (condition + ``UpgradeFailed`` Event) and fails the
+   task with the same message; an API error marks the plan Degraded (``ReconcileError``) and
+   fails the task, leaving the phase to be resumed by a re-run.
+
+The module result always has ``plan``, ``phase``, ``status`` (``completed``, ``verified``,
+``pending``, ``not_reached``, ``no_plan``, ``terminal``), ``proceed``, ``msg``,
+``actions`` (what was or would be done), ``current_phase`` and ``events``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    lock,
+    phases,
+    plan_status,
+    waiting,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanError,
+    PlanWriter,
+    resolve,
+)
+
+
+@dataclass
+class Step:
+    """Outcome of ``act``: ``done``, ``pending`` (slice over, call again) or ``failed``."""
+
+    state: str
+    message: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class PhaseFailed(Exception):
+    """The phase failed for good; the plan becomes Failed with this message."""
+
+
+class Pending(Exception):
+    """A wait slice ended before the deadline; carries the last progress line."""
+
+    def __init__(self, progress: str) -> None:
+        self.progress = progress
+        super().__init__(progress)
+
+
+@dataclass
+class Context:
+    """What ``act``/``verify`` get: the cluster, the plan writer and the module options."""
+
+    kube: Kube
+    writer: PlanWriter
+    params: dict[str, Any]
+    check_mode: bool
+    deadline: float
+    slice_seconds: float | None
+    actions: list[str] = field(default_factory=list)
+    progress: str = ""
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        return self.writer.plan
+
+    @property
+    def name(self) -> str:
+        return self.writer.name
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.writer.status
+
+    def did(self, text: str) -> None:
+        """Record an action (``would …`` in check mode)."""
+        self.actions.append(("would " + text) if self.check_mode else text)
+
+    def remaining(self) -> float:
+        return self.deadline - time.time()
+
+    def ensure(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Get the object, or create it (recorded); ``None`` in check mode if absent."""
+        meta = obj["metadata"]
+        current = self.kube.get(obj["apiVersion"], obj["kind"], meta["name"],
+                                meta.get("namespace"))
+        if current is not None:
+            return current
+        where = f" in {meta['namespace']}" if meta.get("namespace") else ""
+        self.did(f"create {obj['kind']} {meta['name']}{where}")
+        if self.check_mode:
+            return None
+        try:
+            return self.kube.create(obj)
+        except ApiError as exc:
+            if exc.status == 409:
+                return self.kube.get(obj["apiVersion"], obj["kind"], meta["name"],
+                                     meta.get("namespace"))
+            raise
+
+    def wait(self, sources: list[waiting.Source], predicate: waiting.Predicate, what: str
+             ) -> waiting.Verdict:
+        """Wait by watch; raises :class:`Pending` at the end of a slice and
+        :class:`waiting.WaitTimeout` at the deadline.
+
+        The Progressing condition's message says what is awaited (as the toolkit's phase
+        messages do, e.g. ``upgrade-repo deployment not ready``), with the last progress
+        line at the end of each slice; completing the phase clears it."""
+        self._say(f"waiting for {what}")
+        verdict, pending = waiting.wait(self.kube, sources, predicate, what=what,
+                                        timeout=max(0.0, self.remaining()),
+                                        slice_seconds=self.slice_seconds)
+        self.progress = verdict.progress
+        if pending:
+            self._say(f"waiting for {what}"
+                      + (f": {verdict.progress}" if verdict.progress else ""))
+            raise Pending(verdict.progress)
+        return verdict
+
+    def _say(self, message: str) -> None:
+        if self.check_mode:
+            return
+        w = self.writer
+        w.update(lambda s: plan_status.progress(s, message, w.now(), w.generation))
+
+
+Act = Callable[[Context], Step]
+Verify = Callable[[Context], str]
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None = None,
+              kube: Kube | None = None) -> None:
+    """Entry point of a phase module (exits through ``exit_json``/``fail_json``)."""
+    p = module.params
+    started = time.time()
+    result: dict[str, Any] = {"changed": False, "phase": phase.name, "proceed": False,
+                              "actions": [], "events": [], "plan": None}
+    deadline = float(p.get("deadline") or (started + int(p.get("timeout") or 3600)))
+    interval = p.get("progress_interval")
+    slice_seconds = float(interval) if interval and p.get("deadline") else None
+    writer: PlanWriter | None = None
+    try:
+        kube = kube or Kube.from_module(module)
+        plan = resolve(kube, p.get("plan"))
+        if plan is None:
+            what = f'UpgradePlan "{p["plan"]}"' if p.get("plan") else "active UpgradePlan"
+            msg = f"no {what}; {phase.name} would {phase.summary}" if module.check_mode else (
+                f"no {what} to run {phase.name} on; run the whole playbook (or --tags "
+                "preflight) to create one")
+            module.exit_json(**result, status="no_plan", msg=msg)
+        current = (plan.get("status") or {}).get("currentPhase")
+        if phases.relation(current, phase) not in ("succeeded", "failed"):
+            lock.hold(kube, module)   # before any write; fails at once if another run holds it
+        writer = PlanWriter(kube, plan, module.check_mode)
+        result["plan"] = writer.name
+        rel = phases.relation(current, phase)
+        ctx = Context(kube, writer, p, module.check_mode, deadline, slice_seconds)
+        if rel in ("succeeded", "failed"):
+            extra = (f": {plan_status.failure_message(plan)}" if rel == "failed" else "")
+            msg = f"UpgradePlan {writer.name} is {current}{extra}"
+            if rel == "failed":
+                module.fail_json(**result, status="terminal", current_phase=current,
+                                 msg=msg + "; start a new plan to retry")
+            module.exit_json(**result, status="terminal", current_phase=current, msg=msg)
+        if rel == "done":
+            note = verify(ctx) if verify else ""
+            result.update(changed=writer.changed or bool(ctx.actions), proceed=True,
+                          actions=ctx.actions, status="verified", current_phase=current,
+                          msg=f"{phase.name} already completed" + (f"; {note}" if note else ""))
+            module.exit_json(**result)
+        if rel == "not_reached" and not p.get("force"):
+            nxt = phases.next_to_run(current)
+            hint = f" (next: {nxt.name}, tag {nxt.tag})" if nxt else ""
+            module.exit_json(**result, status="not_reached", current_phase=current, msg=(
+                f"UpgradePlan {writer.name} is at {current or 'the start'}{hint}; "
+                f"{phase.name} runs only after {phases.previous(phase).completed}. Run the "
+                f"playbook without --tags to continue in order, or set force=true to run "
+                f"{phase.name} now."))
+        if rel in ("next", "not_reached"):
+            writer.update(lambda s: plan_status.start_phase(s, phase, writer.now(),
+                                                            writer.generation))
+            ctx.did(f"enter phase {phase.active}")
+        try:
+            step = act(ctx)
+        except Pending as pend:
+            step = Step("pending", pend.progress)
+        if step.state == "failed":
+            raise PhaseFailed(step.message)
+        result.update(step.facts)
+        if step.state == "pending":
+            result.update(status="pending", progress=step.message, msg=step.message)
+        else:
+            writer.update(lambda s: plan_status.complete_phase(s, phase, writer.now(),
+                                                               writer.generation))
+            result.update(status="completed", proceed=True,
+                          msg=step.message or f"{phase.name} completed")
+    except waiting.WaitTimeout as exc:
+        _fail(module, writer, result, f"{phase.name}: {exc}", awaited=exc.what,
+              last_seen=exc.last_seen)
+    except PhaseFailed as exc:
+        _fail(module, writer, result, str(exc))
+    except (ApiError, PlanError) as exc:
+        msg = f"{phase.name}: {exc}"
+        if writer is not None and not module.check_mode:
+            try:
+                writer.degrade(str(exc))
+            except (ApiError, PlanError):
+                pass
+        module.fail_json(**_finish(result, writer, started),
+                         msg=msg + " (the plan keeps its phase; re-run to resume)")
+    result["actions"] = ctx.actions
+    module.exit_json(**_finish(result, writer, started))
+
+
+def _finish(result: dict[str, Any], writer: PlanWriter | None, started: float
+            ) -> dict[str, Any]:
+    if writer is not None:
+        result["changed"] = result.get("changed") or writer.changed
+        result["current_phase"] = writer.status.get("currentPhase")
+        result["events"] = writer.recorder.emitted
+    result["duration"] = _duration(time.time() - started)
+    return result
+
+
+def _fail(module: Any, writer: PlanWriter | None, result: dict[str, Any], message: str,
+          **extra: Any) -> None:
+    if writer is not None:
+        try:
+            writer.fail(message)
+        except (ApiError, PlanError) as exc:
+            message += f" (could not record the failure in the plan: {exc})"
+    module.fail_json(**_finish(result, writer, time.time()), msg=message, **extra)

@@ -1,0 +1,128 @@
+"""Validate what an operator asked for before anything is written to the cluster.
+
+``upgrade_plan`` (``action=ensure``) calls :func:`harvester_cluster` first (no CRD install on
+a cluster that is not Harvester) and :func:`new_plan_request` before it creates a plan, so a
+bad request (unknown version, version not newer, below ``minUpgradableVersion``, both
+version and image, invalid or unknown pauseNodes) fails with a message naming the field and
+changes nothing. Pure helpers (:func:`request_errors`) are unit-tested.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    versions,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+    NotServed,
+)
+
+# RFC 1123 subdomain: what Kubernetes accepts as a Node name
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class InputError(Exception):
+    """The request is invalid; the message names the field."""
+
+
+def harvester_cluster(kube: Kube) -> str:
+    """The running Harvester version (Setting ``server-version``); :class:`InputError` when
+    the cluster is not a Harvester cluster (its CRDs are not served or the Setting is
+    missing)."""
+    setting_kind = f"{c.SETTING[1]}.{c.SETTING[0]}"
+    try:
+        setting = kube.get(*c.SETTING, c.SERVER_VERSION_SETTING)
+    except NotServed as exc:
+        raise InputError(
+            f"not a Harvester cluster: {kube_host(kube)} does not serve {setting_kind} "
+            f"(harvesterhci.io CRDs not installed), so Setting {c.SERVER_VERSION_SETTING} "
+            "cannot be read; nothing was changed") from exc
+    value = str(((setting or {}).get("value") or (setting or {}).get("default") or ""))
+    if not value:
+        raise InputError(
+            f"not a Harvester cluster (or not installed yet): Setting "
+            f"{c.SERVER_VERSION_SETTING} ({setting_kind}) is missing or empty on "
+            f"{kube_host(kube)}; nothing was changed")
+    return value
+
+
+def kube_host(kube: Kube) -> str:
+    try:
+        return kube.host
+    except AttributeError:
+        return "the API server"
+
+
+def pause_node_errors(pause: list[str], node_names: list[str] | None) -> list[str]:
+    """Invalid or unknown names in pauseNodes (``node_names`` None: existence not checked)."""
+    errors: list[str] = []
+    bad = [p for p in pause if len(p) > 253 or not DNS1123_SUBDOMAIN.match(p)]
+    if bad:
+        errors.append("pause_nodes (upgrade_pause_nodes, spec.nodeUpgradeOption.pauseNodes): "
+                      + ", ".join(repr(b) for b in bad)
+                      + " not a valid node name (RFC 1123: lower-case letters, digits, '-', '.')")
+    if node_names is not None:
+        unknown = [p for p in pause if p not in bad and p not in node_names]
+        if unknown:
+            errors.append("pause_nodes (upgrade_pause_nodes): no such node "
+                          + ", ".join(unknown) + "; the cluster's nodes are "
+                          + ", ".join(sorted(node_names)))
+    return errors
+
+
+def request_errors(version: str | None, image: str | None, current: str,
+                   version_obj: dict[str, Any] | None, available: list[str],
+                   force: bool) -> list[str]:
+    """What is wrong with the requested target (pure; see module docstring)."""
+    if version and image:
+        return [f"set either version (upgrade_version={version}) or image "
+                f"(upgrade_image={image}), not both: the release comes from the Version's ISO "
+                "or from the pre-uploaded image"]
+    if not version:
+        return []
+    if version_obj is None:
+        return [f"version (upgrade_version): Version {version} not found in {c.UPGRADE_NS}; "
+                "available: " + (", ".join(sorted(available)) or "none")]
+    if force:
+        return []
+    minimum = str(((version_obj.get("spec") or {}).get("minUpgradableVersion")) or "")
+    ok, why = versions.eligibility(current, version, minimum)
+    if ok and not versions.is_dev(version) and not versions.is_dev(current) \
+            and versions.compare(current, version) == 0:
+        ok, why = False, f"the cluster already runs {version}"
+    if ok:
+        return []
+    newer = [n for n in available if versions.parse(n) and versions.parse(current)
+             and versions.compare(n, current) > 0] if versions.parse(current) else []
+    return [f"version (upgrade_version={version}): {why} (server-version {current}"
+            + (f"; newer: {', '.join(sorted(newer))}" if newer else "")
+            + "; upgrade_force=true skips this check)"]
+
+
+def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
+    """Raise :class:`InputError` listing every problem of a request for a new plan."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        phase_actions,
+    )
+    version, image = params.get("version"), params.get("image")
+    version_obj = phase_actions.get_version(kube, version) if version and not image else None
+    available = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)] \
+        if version else []
+    errors = request_errors(version, image, current, version_obj, available,
+                            bool(params.get("force")))
+    if image and not version:
+        ns, name = phase_actions.split_image_ref(image)
+        if kube.get(*c.VM_IMAGE, name, ns) is None:
+            errors.append(f"image (upgrade_image): VirtualMachineImage {ns}/{name} not found")
+    pause = list(params.get("pause_nodes") or [])
+    if pause:
+        nodes = [n["metadata"]["name"] for n in kube.list(*c.NODE)]
+        errors += pause_node_errors(pause, nodes)
+    if errors:
+        raise InputError("; ".join(errors) + "; nothing was changed")

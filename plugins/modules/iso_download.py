@@ -1,0 +1,116 @@
+#!/usr/bin/python
+# Copyright: harvester-upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Ansible module harvester.upgrade.iso_download: phase ISODownload of a Harvester upgrade."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: iso_download
+short_description: Download the release ISO into a VirtualMachineImage (phase ISODownload)
+version_added: 0.1.0
+description:
+  - Creates VirtualMachineImage C(<plan>-iso) in C(harvester-system) from the Version's
+    C(isoURL) and C(isoChecksum) (or adopts the plan's C(spec.image)), records
+    C(status.isoImageID) and waits until the image is C(Imported).
+  - Progress lines show the percentage and bytes downloaded.
+  - C(Imported=False) (for example a checksum mismatch) sets the plan C(Failed) with the cause.
+  - Works on the active UpgradePlan (or O(plan)) and follows its C(currentPhase) (phase
+    ISODownload); a phase completed earlier is verified,
+    not redone; a phase the plan has not reached is refused with a clear message unless O(force).
+  - Writes C(currentPhase), C(phaseTransitionTimestamps), the C(Progressing)/C(Degraded)/
+    C(Available) conditions and the Events C(PhaseTransition)/C(PhaseCompleted) as the
+    upgrade-toolkit does.
+extends_documentation_fragment:
+  - harvester.upgrade.auth
+  - harvester.upgrade.phase
+attributes:
+  check_mode:
+    description: Can run in check mode; nothing in the cluster is changed and the result
+      reports what would be done.
+    support: full
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+"""
+
+EXAMPLES = r"""
+- name: Run phase ISODownload on the active plan
+  harvester.upgrade.iso_download:
+    timeout: 3600
+
+- name: Run it on a named plan, out of order
+  harvester.upgrade.iso_download:
+    plan: hvst-upgrade-abcde
+    force: true
+"""
+
+RETURN = r"""
+plan:
+  description: Name of the UpgradePlan.
+  returned: always
+  type: str
+  sample: hvst-upgrade-864fh
+phase:
+  description: The phase this module runs.
+  returned: always
+  type: str
+  sample: ISODownload
+status:
+  description:
+    - C(completed), C(verified) (done earlier), C(pending) (wait slice over; call again),
+      C(not_reached), C(no_plan) or C(terminal).
+  returned: always
+  type: str
+proceed:
+  description: Whether the phase is done, so the next phase may run.
+  returned: always
+  type: bool
+current_phase:
+  description: C(status.currentPhase) of the plan afterwards.
+  returned: when a plan was found
+  type: str
+actions:
+  description: What was done (or, in check mode, would be done).
+  returned: always
+  type: list
+  elements: str
+events:
+  description: Events recorded on the plan.
+  returned: always
+  type: list
+  elements: dict
+progress:
+  description: Last progress line of a wait.
+  returned: when status is pending
+  type: str
+duration:
+  description: How long the module ran.
+  returned: always
+  type: str
+iso_image_id:
+  description: C(status.isoImageID) of the plan.
+  returned: when the phase completed
+  type: str
+  sample: hvst-upgrade-864fh-iso
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    phase_actions,
+    phases,
+    pipeline,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
+                           supports_check_mode=True)
+    pipeline.run_phase(module, phases.get("ISODownload"),
+                       phase_actions.iso_download,
+                       phase_actions.verify_iso)
+
+
+if __name__ == "__main__":
+    main()

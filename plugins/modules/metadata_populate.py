@@ -1,0 +1,118 @@
+#!/usr/bin/python
+# Copyright: harvester-upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Ansible module harvester.upgrade.metadata_populate: phase MetadataPopulate."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: metadata_populate
+short_description: Read the release metadata from the upgrade repository (phase MetadataPopulate)
+version_added: 0.1.0
+description:
+  - Reads C(harvester-release.yaml) from the repository and records C(harvester),
+    C(harvesterChart), C(os), C(kubernetes), C(rancher), C(monitoringChart),
+    C(minUpgradableVersion) in C(status.releaseMetadata).
+  - Retries while the repository answers 5xx, until O(timeout).
+  - Works on the active UpgradePlan (or O(plan)) and follows its C(currentPhase) (phase
+    MetadataPopulate); a phase completed earlier is verified,
+    not redone; a phase the plan has not reached is refused with a clear message unless O(force).
+  - Writes C(currentPhase), C(phaseTransitionTimestamps), the C(Progressing)/C(Degraded)/
+    C(Available) conditions and the Events C(PhaseTransition)/C(PhaseCompleted) as the
+    upgrade-toolkit does.
+extends_documentation_fragment:
+  - harvester.upgrade.auth
+  - harvester.upgrade.phase
+attributes:
+  check_mode:
+    description: Can run in check mode; nothing in the cluster is changed and the result
+      reports what would be done.
+    support: full
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+"""
+
+EXAMPLES = r"""
+- name: Run phase MetadataPopulate on the active plan
+  harvester.upgrade.metadata_populate:
+    timeout: 3600
+
+- name: Run it on a named plan, out of order
+  harvester.upgrade.metadata_populate:
+    plan: hvst-upgrade-abcde
+    force: true
+"""
+
+RETURN = r"""
+plan:
+  description: Name of the UpgradePlan.
+  returned: always
+  type: str
+  sample: hvst-upgrade-864fh
+phase:
+  description: The phase this module runs.
+  returned: always
+  type: str
+  sample: MetadataPopulate
+status:
+  description:
+    - C(completed), C(verified) (done earlier), C(pending) (wait slice over; call again),
+      C(not_reached), C(no_plan) or C(terminal).
+  returned: always
+  type: str
+proceed:
+  description: Whether the phase is done, so the next phase may run.
+  returned: always
+  type: bool
+current_phase:
+  description: C(status.currentPhase) of the plan afterwards.
+  returned: when a plan was found
+  type: str
+actions:
+  description: What was done (or, in check mode, would be done).
+  returned: always
+  type: list
+  elements: str
+events:
+  description: Events recorded on the plan.
+  returned: always
+  type: list
+  elements: dict
+progress:
+  description: Last progress line of a wait.
+  returned: when status is pending
+  type: str
+duration:
+  description: How long the module ran.
+  returned: always
+  type: str
+release_metadata:
+  description: C(status.releaseMetadata) as recorded.
+  returned: when the phase completed
+  type: dict
+  sample:
+    harvester: v1.6.0
+    kubernetes: v1.32.3+rke2r1
+    os: Harvester v1.6.0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    phase_actions,
+    phases,
+    pipeline,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
+                           supports_check_mode=True)
+    pipeline.run_phase(module, phases.get("MetadataPopulate"),
+                       phase_actions.metadata_populate,
+                       phase_actions.verify_metadata)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Phase entry/exit and the per-batch gate of the node loop (see DOCUMENTATION)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_gate
+short_description: Enter/finish the NodeUpgrade phase, check whose turn it is, hold paused nodes
+version_added: "0.1.0"
+description:
+  - I(step=enter) checks the plan reached C(ClusterUpgraded) (or is already in or past
+    C(NodeUpgrading)) and sets C(NodeUpgrading); nodes without a state start at
+    C(ImagePreloaded).
+  - I(step=batch) runs at the start of each batch of the serial node play. It drops nodes that
+    are already upgraded (resume) and fails, naming both, when Rancher is draining a node that
+    is not in the batch (or, when Rancher is between nodes, the batch is not the next
+    not-yet-upgraded node in Rancher's order).
+  - I(step=pause) holds a node listed in the plan's C(spec.nodeUpgradeOption.pauseNodes) in
+    C(UpgradePaused) until it is removed from the list or I(pause_timeout) passes; then
+    C(paused=true) tells the play to end the run cleanly (a later run resumes).
+  - I(step=finish) sets C(NodeUpgraded) once every node is done and Rancher removed its
+    post-drain annotations (as upgrade-toolkit's NodeUpgrade PostRun).
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+options:
+  step:
+    description: What to do.
+    type: str
+    choices: [enter, batch, pause, finish]
+    required: true
+  plan:
+    description: UpgradePlan name; default the active plan.
+    type: str
+  batch:
+    description: Node names of the current batch (I(step=batch)).
+    type: list
+    elements: str
+  node:
+    description: Node (I(step=pause)).
+    type: str
+  pause_timeout:
+    description: Seconds a paused node waits before the run ends cleanly; 0 ends at once.
+    type: int
+    default: 3600
+  timeout:
+    description: Seconds to wait for Rancher to settle (I(step=finish)).
+    type: int
+    default: 1800
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+"""
+
+EXAMPLES = r"""
+- name: Check Rancher is asking for this batch's node
+  harvester.upgrade.node_gate:
+    step: batch
+    batch: "{{ ansible_play_batch }}"
+  run_once: true
+"""
+
+RETURN = r"""
+todo:
+  description: Nodes of the batch still to upgrade (I(step=batch)).
+  returned: step=batch
+  type: list
+  elements: str
+done:
+  description: Nodes of the batch already upgraded (I(step=batch)).
+  returned: step=batch
+  type: list
+  elements: str
+expected:
+  description: Nodes Rancher is asking for (I(step=batch)).
+  returned: step=batch
+  type: list
+  elements: str
+paused:
+  description: The node is still paused after I(pause_timeout) (I(step=pause)).
+  returned: step=pause
+  type: bool
+phase:
+  description: The plan's phase after the step (I(step=enter)/I(step=finish)).
+  returned: step=enter or step=finish
+  type: str
+single_node:
+  description: Single-node cluster (I(step=enter)).
+  returned: step=enter
+  type: bool
+pending:
+  description: Nodes not yet upgraded (I(step=finish)).
+  returned: step=finish
+  type: list
+  elements: str
+"""
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_module,
+    node_steps,
+)
+
+
+def main() -> None:
+    spec = node_module.argument_spec(
+        step={"type": "str", "required": True, "choices": ["enter", "batch", "pause", "finish"]},
+        batch={"type": "list", "elements": "str"},
+        node={"type": "str"},
+        pause_timeout={"type": "int", "default": 3600},
+        timeout={"type": "int", "default": 1800},
+    )
+    module = node_module.new_module(spec, required_if=[("step", "batch", ["batch"]),
+                                                       ("step", "pause", ["node"])])
+    p = module.params
+
+    def step(kube, writer):  # type: ignore[no-untyped-def]
+        if p["step"] == "enter":
+            if module.check_mode:
+                try:
+                    return node_steps.enter_phase(kube, writer)
+                except node_steps.NodeLoopError as exc:
+                    return {"changed": False, "phase": "", "single_node": False,
+                            "warning": str(exc)}
+            return node_steps.enter_phase(kube, writer)
+        if p["step"] == "batch":
+            res = node_steps.gate(kube, writer, p["batch"])
+            res["changed"] = False
+            return res
+        if p["step"] == "pause":
+            return node_steps.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
+        return node_steps.finish_phase(kube, writer, p["timeout"])
+
+    node_module.run(module, step)
+
+
+if __name__ == "__main__":
+    main()

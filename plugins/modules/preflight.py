@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# Copyright: harvester-upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Ansible module harvester.upgrade.preflight: phase Initialize and the pre-flight checks."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: preflight
+short_description: Pre-flight checks of a Harvester upgrade (phase Initialize)
+version_added: 0.1.0
+description:
+  - Runs every pre-flight check of Harvester Upgrade V2 and reports each by name with the
+    objects involved. Webhook checks - no concurrent upgrade, no cleanup in progress, Version
+    exists, ISO image exists, nodes Ready and schedulable, Rancher cluster ready, machines
+    Running, node/machine consistency, Longhorn volumes healthy, single-replica volumes,
+    VM backups, backup schedules, non-migratable VMs, pending migrations, ManagedCharts,
+    Fleet bundles, addons, pauseNodes. Controller checks - disk space after loading the new
+    images vs the kubelet image GC threshold, API server certificate expiry. Version check -
+    the target is newer and upgradable from the running release.
+  - Skip annotations are honoured in both spellings
+    (C(management.harvesterhci.io/skip-webhook) or C(harvesterhci.io/skipWebhook),
+    C(skip-single-replica-detached-vol), C(skip-garbage-collection-threshold-check),
+    C(min-certs-expiration-in-day)). O(force) skips the version check only.
+  - With a plan in C(Initializing), records C(status.version), C(previousVersion),
+    C(singleNode), then completes Initialize (C(Initialized)) or sets the plan C(Failed)
+    with the failed checks. With a plan past Initialize, the checks are re-run and only
+    reported.
+  - Without any plan (what-if), the checks run against O(version)/O(image) and nothing is
+    created; the task fails when a check fails.
+options:
+  version:
+    description: Target Version for a what-if run (default the newest one).
+    type: str
+  image:
+    description: Pre-uploaded ISO image for a what-if run.
+    type: str
+  restore_vm:
+    description: What-if value of C(spec.restoreVM) (non-migratable VMs are then allowed).
+    type: bool
+    default: false
+  pause_nodes:
+    description: What-if value of C(spec.nodeUpgradeOption.pauseNodes).
+    type: list
+    elements: str
+    default: []
+  annotations:
+    description: Extra skip/override annotations, as if set on the plan.
+    type: dict
+    default: {}
+  skip_checks:
+    description: Names of checks to skip (see RV(checks)).
+    type: list
+    elements: str
+    default: []
+extends_documentation_fragment:
+  - harvester.upgrade.auth
+  - harvester.upgrade.phase
+attributes:
+  check_mode:
+    description: Can run in check mode; nothing in the cluster is changed and the result
+      reports what would be done.
+    support: full
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+"""
+
+EXAMPLES = r"""
+- name: What-if, would an upgrade to v1.6.0 pass its checks?
+  harvester.upgrade.preflight:
+    version: v1.6.0
+
+- name: Initialize the active plan
+  harvester.upgrade.preflight:
+  register: checks
+"""
+
+RETURN = r"""
+checks:
+  description: One entry per check.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Check name.
+      type: str
+    status:
+      description: C(passed), C(failed) or C(skipped).
+      type: str
+    message:
+      description: What was found.
+      type: str
+    objects:
+      description: Objects involved.
+      type: list
+      elements: str
+    family:
+      description: C(webhook), C(controller) or C(version).
+      type: str
+failed_checks:
+  description: Names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+plan:
+  description: Plan name (null for a what-if run).
+  returned: always
+  type: str
+status:
+  description: C(completed), C(verified), C(what_if) or C(terminal).
+  returned: always
+  type: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    lock,
+    phase_actions,
+    phases,
+    plan_status,
+    plan_writer,
+    preflight_checks,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+
+INITIALIZE = phases.PHASES[0]
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=args.spec(
+            args.PHASE, version={"type": "str"}, image={"type": "str"},
+            restore_vm={"type": "bool", "default": False},
+            pause_nodes={"type": "list", "elements": "str", "default": []},
+            annotations={"type": "dict", "default": {}},
+            skip_checks={"type": "list", "elements": "str", "default": []}),
+        supports_check_mode=True)
+    p = module.params
+    out: dict[str, Any] = {"changed": False, "phase": INITIALIZE.name, "plan": None,
+                           "checks": [], "failed_checks": [], "actions": [], "events": []}
+    try:
+        kube = Kube.from_module(module)
+        plan = plan_writer.resolve(kube, p.get("plan"))
+        if plan is None:
+            facts = phase_actions.gather_facts(kube, None, p)
+            results = preflight_checks.run_all(facts, p["skip_checks"])
+            out.update(checks=[r.as_dict() for r in results], status="what_if",
+                       failed_checks=[r.name for r in results if r.failed],
+                       version=facts.version_name)
+            summary = preflight_checks.summary(results)
+            if out["failed_checks"]:
+                module.fail_json(msg=summary, **out)
+            module.exit_json(msg=f"what-if ({facts.version_name}): {summary}", **out)
+        writer = plan_writer.PlanWriter(kube, plan, module.check_mode)
+        out["plan"] = writer.name
+        rel = phases.relation(writer.status.get("currentPhase"), INITIALIZE)
+        if rel in ("next", "active"):
+            lock.hold(kube, module)   # fails at once if another run holds the lock
+            if rel == "next":
+                writer.update(lambda s: plan_status.initialize(s, writer.now(),
+                                                               writer.generation))
+            fields = phase_actions.initialize_fields(kube, writer.plan)
+            writer.set_fields(fields)
+        facts = phase_actions.gather_facts(kube, writer.plan, p)
+        results = preflight_checks.run_all(facts, p["skip_checks"])
+        summary = preflight_checks.summary(results)
+        out.update(checks=[r.as_dict() for r in results],
+                   failed_checks=[r.name for r in results if r.failed])
+        if rel not in ("next", "active"):
+            out.update(status="verified" if rel == "done" else "terminal",
+                       current_phase=writer.status.get("currentPhase"), proceed=rel == "done")
+            module.exit_json(msg=f"Initialize already completed; re-check: {summary}", **out)
+        if out["failed_checks"]:
+            writer.fail(summary)
+            out.update(events=writer.recorder.emitted, changed=True,
+                       current_phase=writer.status.get("currentPhase"))
+            module.fail_json(msg=summary, **out)
+        writer.update(lambda s: plan_status.complete_phase(s, INITIALIZE, writer.now(),
+                                                           writer.generation))
+        out.update(changed=writer.changed, status="completed", proceed=True,
+                   events=writer.recorder.emitted,
+                   current_phase=writer.status.get("currentPhase"))
+        module.exit_json(msg=summary, **out)
+    except (ApiError, plan_writer.PlanError) as exc:
+        module.fail_json(msg=f"Initialize: {exc}", **out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+#!/usr/bin/python
+# Copyright: harvester-upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Ansible module harvester.upgrade.upgrade_lock: take, renew or release the upgrade lock."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: upgrade_lock
+short_description: Take, renew or release the lock that keeps two upgrade runs apart
+version_added: 0.1.0
+description:
+  - The lock is the Lease C(harvester-system/harvester-upgrade-lock) (C(coordination.k8s.io/v1)).
+    Its C(holderIdentity) names the run (C(awx-job-<id>) under AWX, else
+    C(<user>@<host>:<ansible-playbook pid>); environment variable
+    C(HARVESTER_UPGRADE_LOCK_HOLDER) overrides).
+  - O(state=acquired) takes a free, expired or stale lease (stale - its holder is an
+    ansible-playbook of this host that no longer runs) or renews the run's own; a live lease
+    of another run fails at once naming the holder and when the lease expires.
+  - O(state=released) deletes the lease if this run holds it.
+  - Every module of the collection that writes takes/renews the lock itself and renews it
+    while it waits; this module sets the lease duration and releases it at the end of a run.
+options:
+  state:
+    description: Take/renew or release.
+    type: str
+    choices: [acquired, released]
+    default: acquired
+  duration:
+    description: C(leaseDurationSeconds) (renewed every third of it while a module runs).
+    type: int
+    default: 300
+extends_documentation_fragment:
+  - harvester.upgrade.auth
+attributes:
+  check_mode:
+    description: Can run in check mode; nothing in the cluster is changed and the result
+      reports what would be done.
+    support: full
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+"""
+
+EXAMPLES = r"""
+- name: Take the upgrade lock
+  harvester.upgrade.upgrade_lock:
+    duration: 300
+
+- name: Release it
+  harvester.upgrade.upgrade_lock:
+    state: released
+"""
+
+RETURN = r"""
+holder:
+  description: This run's holder identity.
+  returned: always
+  type: str
+lease:
+  description: The Lease after the call (null when released or absent).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import args, lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=args.spec(
+        state={"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
+        duration={"type": "int", "default": lock.DEFAULT_DURATION}),
+        supports_check_mode=True)
+    p = module.params
+    me = lock.identity()
+    if p["duration"] < 1:
+        module.fail_json(msg=f"duration must be at least 1 second, got {p['duration']}")
+    try:
+        kube = Kube.from_module(module)
+        if p["state"] == "released":
+            done = False if module.check_mode else lock.release(kube, me)
+            module.exit_json(changed=done, holder=me, lease=None,
+                             msg="released the upgrade lock" if done
+                             else "the upgrade lock was not held by this run")
+        if module.check_mode:
+            lease = kube.get(*lock.LEASE, lock.NAME, lock.NAMESPACE)
+            what = lock.decide(lease, me, lock._now())
+            if what == "held":
+                module.fail_json(msg=lock.held_message(lease or {}, lock._now()), holder=me)
+            module.exit_json(changed=what != "renew", holder=me, lease=lease)
+        try:
+            lease = lock.acquire(kube, me, p["duration"])
+        except lock.LockHeld as exc:
+            module.fail_json(msg=str(exc), holder=me)
+        module.exit_json(changed=True, holder=me, lease=lease,
+                         msg=f"upgrade lock held by {me} for {p['duration']}s (renewed while "
+                         "modules run)")
+    except ApiError as exc:
+        module.fail_json(msg=f"upgrade lock: {exc}", holder=me)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+#!/usr/bin/python
+# Copyright: harvester-upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Ansible module harvester.upgrade.upgrade_plan: create, adopt, read and move an UpgradePlan."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: upgrade_plan
+short_description: Create, adopt, read and update the UpgradePlan of a Harvester upgrade
+version_added: 0.1.0
+description:
+  - C(action=ensure) first checks the cluster is a Harvester cluster (Setting
+    C(server-version) served and set) and, for a new plan, validates the request (O(version)
+    exists and is newer than the running release and allowed by its
+    C(minUpgradableVersion) unless O(force); not both O(version) and O(image); O(image)
+    exists; O(pause_nodes) are valid names of existing nodes); a bad request fails naming
+    the field and writes nothing (no CRD installed, no plan created).
+  - C(action=ensure) adopts the active UpgradePlan (C(Progressing=True)) or creates one
+    (C(generateName hvst-upgrade-) unless O(name)), installing the UpgradePlan CRD when the
+    cluster does not serve it. A second plan is refused with the active one's name. Without
+    O(version)/O(image) the target is the newest C(Version) in C(harvester-system) newer
+    than Setting C(server-version); if there is none the cluster is reported up to date.
+    A new plan enters C(Initializing) at once (Progressing, Degraded, Available conditions).
+  - C(action=read) returns a plan (O(name) or the active one) and where it stands.
+  - C(action=transition) enters (O(to=active)) or completes (O(to=completed)) a phase,
+    with the toolkit's Events; C(action=fail) sets the plan C(Failed) with O(condition_message);
+    C(action=set_fields) sets top-level status fields and per-node states (forward-only).
+  - Status writes are conflict-safe (re-read and re-apply on 409).
+options:
+  action:
+    description: What to do.
+    type: str
+    choices: [ensure, read, transition, fail, set_fields]
+    default: ensure
+  name:
+    description:
+      - Plan name. For C(ensure), the name of a new plan (default C(generateName)); an
+        active plan with another name is refused. For the other actions, default is the
+        active plan.
+    type: str
+  version:
+    description: Target Version (name of a Version object). Default is the newest one.
+    type: str
+  image:
+    description: Pre-uploaded VirtualMachineImage (C(name) or C(namespace/name)) to use as ISO.
+    type: str
+  toolkit_tag:
+    description: C(spec.upgrade), the upgrade-toolkit image tag (default the release's).
+    type: str
+  image_preload_concurrency:
+    description:
+      - C(spec.imagePreloadOption.concurrency); 0 or unset preloads all nodes at once,
+        negative skips image preload.
+    type: int
+  pause_nodes:
+    description: C(spec.nodeUpgradeOption.pauseNodes).
+    type: list
+    elements: str
+    default: []
+  restore_vm:
+    description: C(spec.restoreVM), restart VMs shut down for a node's upgrade afterwards.
+    type: bool
+    default: false
+  force:
+    description: C(spec.force), skip the version eligibility check.
+    type: bool
+    default: false
+  annotations:
+    description: Annotations of a new plan (skip/override annotations of the toolkit).
+    type: dict
+    default: {}
+  install_crd:
+    description: Install the UpgradePlan CRD when the cluster does not serve it.
+    type: bool
+    default: true
+  phase:
+    description: For C(transition), the phase (Event name like C(ISODownload) or tag).
+    type: str
+  to:
+    description: For C(transition), enter the phase or mark it completed.
+    type: str
+    choices: [active, completed]
+    default: active
+  condition_message:
+    description:
+      - For C(fail), the failure message; for C(transition), the message of the Progressing
+        condition.
+    type: str
+    default: ""
+  fields:
+    description: For C(set_fields), top-level status fields to set (null removes).
+    type: dict
+    default: {}
+  node_states:
+    description:
+      - For C(set_fields), a mapping of node name to a state name, or to a dict with keys
+        C(state), C(reason), C(message); a node never moves back to an earlier state.
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - harvester.upgrade.auth
+attributes:
+  check_mode:
+    description: Can run in check mode; nothing in the cluster is changed and the result
+      reports what would be done.
+    support: full
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+"""
+
+EXAMPLES = r"""
+- name: Create or adopt the plan for the newest available release
+  harvester.upgrade.upgrade_plan:
+    action: ensure
+    restore_vm: true
+  register: up
+
+- name: Upgrade to a given release with a dev toolkit image
+  harvester.upgrade.upgrade_plan:
+    version: v1.6.0
+    toolkit_tag: main-head
+
+- name: Where does the active plan stand?
+  harvester.upgrade.upgrade_plan:
+    action: read
+
+- name: Record node states (node loop)
+  harvester.upgrade.upgrade_plan:
+    action: set_fields
+    node_states:
+      node-1: PreDraining
+"""
+
+RETURN = r"""
+plan:
+  description: Name of the plan (null when none).
+  returned: always
+  type: str
+  sample: hvst-upgrade-864fh
+upgradeplan:
+  description: The UpgradePlan object.
+  returned: when a plan exists
+  type: dict
+created:
+  description: Whether C(ensure) created the plan.
+  returned: always
+  type: bool
+up_to_date:
+  description: C(ensure) found no newer Version and created nothing.
+  returned: always
+  type: bool
+version:
+  description: Target version of the plan.
+  returned: when known
+  type: str
+current_phase:
+  description: C(status.currentPhase).
+  returned: when a plan exists
+  type: str
+next_phase:
+  description: Tag of the phase the plan runs next (null when all are done).
+  returned: when a plan exists
+  type: str
+active:
+  description: Whether the plan is the active one (C(Progressing=True)).
+  returned: when a plan exists
+  type: bool
+events:
+  description: Events recorded.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    crd,
+    lock,
+    manifests,
+    phase_actions,
+    phases,
+    plan_input,
+    plan_status,
+    plan_writer,
+    versions,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+
+
+def ensure_crd(kube: Kube, check_mode: bool) -> bool:
+    """Install the UpgradePlan CRD if the cluster does not serve UpgradePlans."""
+    if kube.served(c.PLAN_API_VERSION, c.PLAN_KIND):
+        return False
+    if check_mode:
+        return True
+    if kube.get(*c.CRD, c.PLAN_CRD_NAME) is None:
+        kube.create(crd.definition())
+    for _attempt in range(60):   # discovery catches up within seconds
+        kube.invalidate()
+        if kube.served(c.PLAN_API_VERSION, c.PLAN_KIND):
+            return True
+        time.sleep(0.5)
+    raise ApiError(0, "CRDNotEstablished", f"CRD {c.PLAN_CRD_NAME} not served after 30s")
+
+
+def describe(plan: dict[str, Any] | None) -> dict[str, Any]:
+    if plan is None:
+        return {"plan": None}
+    current = (plan.get("status") or {}).get("currentPhase")
+    nxt = phases.next_to_run(current) if current not in phases.TERMINAL else None
+    return {"plan": plan["metadata"]["name"], "upgradeplan": plan, "current_phase": current,
+            "next_phase": nxt.tag if nxt else None, "active": plan_status.is_active(plan),
+            "version": (plan.get("spec") or {}).get("version")}
+
+
+def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
+    p = module.params
+    result: dict[str, Any] = {"created": False, "up_to_date": False, "changed": False}
+    try:   # validate before writing anything (no CRD install on a non-Harvester cluster)
+        running = plan_input.harvester_cluster(kube)
+    except plan_input.InputError as exc:
+        module.fail_json(msg=str(exc))
+    plans = plan_writer.list_plans(kube)
+    active = plan_writer.find_active(kube, plans)
+    if active is not None:
+        name = active["metadata"]["name"]
+        want = p.get("version")
+        have = (active.get("spec") or {}).get("version")
+        if (p.get("name") and p["name"] != name) or (want and have and want != have):
+            module.fail_json(msg=f'another upgrade "{name}" is in progress'
+                             + (f" (to {have})" if have else ""), plan=name)
+        lock.hold(kube, module)   # a second run stops here, naming the holder
+        return {**result, **describe(active), "msg": f"adopted active UpgradePlan {name}"}
+    try:
+        plan_input.new_plan_request(kube, p, running)
+    except plan_input.InputError as exc:
+        module.fail_json(msg=str(exc))
+    lock.hold(kube, module)   # after validation, before the first write
+    if p.get("name"):
+        existing = next((x for x in plans if x["metadata"]["name"] == p["name"]), None)
+        if existing is not None:
+            current = (existing.get("status") or {}).get("currentPhase")
+            if current:
+                module.fail_json(msg=f"UpgradePlan {p['name']} already ran and is {current}; "
+                                 "choose another name (or none) for a new plan")
+            writer = plan_writer.PlanWriter(kube, existing, module.check_mode)
+            writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
+            return {**result, **describe(writer.plan), "changed": True,
+                    "msg": f"initialized UpgradePlan {p['name']}"}
+    version = p.get("version")
+    if not version and not p.get("image"):
+        current = running
+        names = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)]
+        version = versions.newest_target(names, current or "")
+        if not version:
+            return {**result, "plan": None, "up_to_date": True,
+                    "msg": f"no Version newer than {current} in {c.UPGRADE_NS}; the cluster "
+                    "is up to date"}
+    spec = manifests.plan_spec(version, p.get("image"), p.get("toolkit_tag"),
+                               p.get("image_preload_concurrency"), p["pause_nodes"],
+                               p["restore_vm"], p["force"])
+    obj = manifests.upgrade_plan(p.get("name"), spec, p.get("annotations"))
+    if p["install_crd"]:
+        result["changed"] = ensure_crd(kube, module.check_mode)
+    if module.check_mode:
+        return {**result, "plan": p.get("name"), "changed": True, "created": True,
+                "version": version, "upgradeplan": obj,
+                "msg": f"would create an UpgradePlan to {version or p.get('image')}"}
+    created = kube.create(obj)
+    writer = plan_writer.PlanWriter(kube, created)
+    writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
+    return {**result, **describe(writer.plan), "changed": True, "created": True,
+            "msg": f"created UpgradePlan {writer.name} to {version or p.get('image')}"}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=args.spec(
+            action={"type": "str", "default": "ensure",
+                    "choices": ["ensure", "read", "transition", "fail", "set_fields"]},
+            name={"type": "str"}, version={"type": "str"}, image={"type": "str"},
+            toolkit_tag={"type": "str"}, image_preload_concurrency={"type": "int"},
+            pause_nodes={"type": "list", "elements": "str", "default": []},
+            restore_vm={"type": "bool", "default": False},
+            force={"type": "bool", "default": False},
+            annotations={"type": "dict", "default": {}},
+            install_crd={"type": "bool", "default": True},
+            phase={"type": "str"},
+            to={"type": "str", "choices": ["active", "completed"], "default": "active"},
+            condition_message={"type": "str", "default": ""},
+            fields={"type": "dict", "default": {}},
+            node_states={"type": "dict", "default": {}},
+        ),
+        required_if=[("action", "transition", ["phase"]),
+                     ("action", "fail", ["condition_message"])],
+        supports_check_mode=True)
+    p = module.params
+    try:
+        kube = Kube.from_module(module)
+        if p["action"] == "ensure":
+            module.exit_json(events=[], **ensure(module, kube))
+        plan = plan_writer.resolve(kube, p.get("name"))
+        if plan is None:
+            if p["action"] == "read":
+                module.exit_json(changed=False, plan=None, events=[],
+                                 msg="no such UpgradePlan" if p.get("name")
+                                 else "no active UpgradePlan")
+            module.fail_json(msg=f"UpgradePlan {p.get('name') or '(active)'} not found")
+        writer = plan_writer.PlanWriter(kube, plan, module.check_mode)
+        if p["action"] == "transition":
+            phase = phases.get(p["phase"])
+            if p["to"] == "active":
+                writer.update(lambda s: plan_status.start_phase(
+                    s, phase, writer.now(), writer.generation, p["condition_message"]))
+            else:
+                writer.update(lambda s: plan_status.complete_phase(
+                    s, phase, writer.now(), writer.generation))
+        elif p["action"] == "fail":
+            writer.fail(p["condition_message"])
+        elif p["action"] == "set_fields":
+            if p["fields"]:
+                writer.set_fields(p["fields"])
+            if p["node_states"]:
+                states = {n: (v if isinstance(v, str) else (
+                    v.get("state"), v.get("reason") or "", v.get("message") or ""))
+                    for n, v in p["node_states"].items()}
+                writer.set_node_states(states)
+        module.exit_json(changed=writer.changed, events=writer.recorder.emitted,
+                         **describe(writer.plan))
+    except KeyError as exc:
+        module.fail_json(msg=f"unknown phase or state: {exc}")
+    except (ApiError, plan_writer.PlanError) as exc:
+        module.fail_json(msg=str(exc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Empty a node of running VMs before Rancher drains it (see DOCUMENTATION)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vm_evacuate
+short_description: Live-migrate or shut down every VM on a node, targeting already-upgraded nodes
+version_added: "0.1.0"
+description:
+  - Decides per running VirtualMachineInstance on I(node) whether it can live-migrate. It
+    cannot when it uses host devices (PCI/USB/vGPU) or GPUs, is paused, KubeVirt reports
+    C(LiveMigratable=False) (KubeVirt's reason is kept), or its nodeSelector, required node
+    affinity or taints leave no other schedulable non-witness node.
+  - VMs that cannot move are recorded in ConfigMap C(<plan>-restore-vm) in C(harvester-system)
+    (key = node, value = comma-separated C(ns/name), owned by the plan; event
+    C(RestoreVMConfigMapCreated)) and shut down (C(runStrategy=Halted); event
+    C(VMShutdownCompleted)).
+  - Then taints the node C(kubevirt.io/drain=draining:NoSchedule) and starts
+    VirtualMachineInstanceMigrations with bounded concurrency. With I(target_aware=true) each
+    migration carries C(spec.addedNodeSelector) C(kubernetes.io/hostname=<target>) naming an
+    already-upgraded node with room (allocatable minus requests), falling back to a
+    not-yet-upgraded node (the one Rancher drains last) only when no upgraded node has room,
+    so a VM moves once rather than once per node.
+  - Before anything moves it waits (watch, deadline) until no attached Longhorn volume would
+    lose its last healthy replica with the node and no PodDisruptionBudget forbids evicting a
+    pod on the node.
+  - Each migration is followed by watch; a failed or hung one (no success within
+    I(migration_timeout)) is retried on another target up to I(retries) times; after that the
+    node is marked C(PreDrainFailed), the plan Failed, and the module fails naming the VMs and
+    reasons. The VMs keep running where they are; the node is never handed to Rancher with a
+    running VM.
+  - Idempotent; VMs already gone are not touched again; a migration already in flight for a VM
+    is adopted.
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+options:
+  node:
+    description: Node to empty.
+    type: str
+    required: true
+  plan:
+    description: UpgradePlan name; default the active plan.
+    type: str
+  target_aware:
+    description:
+      - Target already-upgraded nodes with C(addedNodeSelector). C(false) gives the naive
+        behaviour (the scheduler picks), for the benchmark baseline.
+    type: bool
+    default: true
+  concurrency:
+    description: Migrations in flight at once from this node.
+    type: int
+    default: 2
+  retries:
+    description: Extra attempts for a failed or hung migration.
+    type: int
+    default: 2
+  migration_timeout:
+    description: Seconds one migration may take before it counts as hung.
+    type: int
+    default: 900
+  timeout:
+    description: Seconds the whole evacuation may take.
+    type: int
+    default: 3600
+  volume_timeout:
+    description: Seconds to wait for Longhorn volumes to be safe (rebuilds).
+    type: int
+    default: 1800
+  pdb_timeout:
+    description: Seconds to wait for PodDisruptionBudgets to allow the drain.
+    type: int
+    default: 1800
+  shutdown_timeout:
+    description: Seconds to wait for shut-down VMs to stop.
+    type: int
+    default: 600
+  shutdown_all:
+    description: Shut down (and record) every VM instead of migrating (single-node path).
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+notes:
+  - Check mode returns the evacuation plan (C(evacuation)) and changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Empty the node, preferring already-upgraded targets
+  harvester.upgrade.vm_evacuate:
+    node: "{{ inventory_hostname }}"
+    concurrency: 2
+
+- name: Naive baseline (the scheduler chooses targets)
+  harvester.upgrade.vm_evacuate:
+    node: "{{ inventory_hostname }}"
+    target_aware: false
+"""
+
+RETURN = r"""
+evacuation:
+  description: The decision per VM.
+  returned: always
+  type: dict
+  contains:
+    migrate:
+      description: VMs to live-migrate with target (null = scheduler) and why.
+      type: list
+      elements: dict
+    shutdown:
+      description: VMs shut down, with the reason.
+      type: list
+      elements: dict
+migrated:
+  description: VMs migrated in this run, their final node and attempts.
+  returned: success
+  type: list
+  elements: dict
+shutdown:
+  description: VMs shut down (ns/name).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_module,
+    node_steps,
+)
+
+
+def main() -> None:
+    spec = node_module.argument_spec(
+        node={"type": "str", "required": True},
+        target_aware={"type": "bool", "default": True},
+        concurrency={"type": "int", "default": 2},
+        retries={"type": "int", "default": 2},
+        migration_timeout={"type": "int", "default": 900},
+        timeout={"type": "int", "default": 3600},
+        volume_timeout={"type": "int", "default": 1800},
+        pdb_timeout={"type": "int", "default": 1800},
+        shutdown_timeout={"type": "int", "default": 600},
+        shutdown_all={"type": "bool", "default": False},
+    )
+    module = node_module.new_module(spec)
+    p = module.params
+    if p["concurrency"] < 1 or p["retries"] < 0:
+        module.fail_json(msg="concurrency must be >= 1 and retries >= 0")
+
+    def step(kube, writer):  # type: ignore[no-untyped-def]
+        res = node_steps.evacuate(
+            kube, writer, p["node"], target_aware=p["target_aware"],
+            concurrency=p["concurrency"], retries=p["retries"],
+            migration_timeout=p["migration_timeout"], timeout=p["timeout"],
+            volume_timeout=p["volume_timeout"], pdb_timeout=p["pdb_timeout"],
+            shutdown_all=p["shutdown_all"], shutdown_timeout=p["shutdown_timeout"])
+        res["evacuation"] = res.pop("plan")
+        return res
+
+    node_module.run(module, step)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`make chaos`: kill the orchestrator at random moments and prove the upgrade still ends well.
+
+Each run: start a scenario in ``harvester-sim``, start ``ansible-playbook upgrade.yml``,
+SIGKILL it (the whole process group) after a random delay, re-run until a run ends by
+itself, then assert: the plan ``Succeeded``; every node was rebooted exactly once; zero
+invariant violations (which covers "every VM that ran at the start runs at the end"); no
+leftover objects labelled with the plan. The random seed is printed; ``--seed`` replays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from upgrade_on_simulator import fetch_plan, start_simulator, stop_simulator  # noqa: E402
+
+PLAN_LABEL = "management.harvesterhci.io/upgrade-plan"
+
+
+def leftovers(kubeconfig: Path, plan: str) -> list[str]:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    sel = f"{PLAN_LABEL}={plan}"
+    found = []
+    apps = client.AppsV1Api(api)
+    for d in apps.list_deployment_for_all_namespaces(label_selector=sel).items:
+        found.append(f"deployment {d.metadata.namespace}/{d.metadata.name}")
+    for s in client.CoreV1Api(api).list_service_for_all_namespaces(label_selector=sel).items:
+        found.append(f"service {s.metadata.namespace}/{s.metadata.name}")
+    co = client.CustomObjectsApi(api)
+    for p in co.list_cluster_custom_object("upgrade.cattle.io", "v1", "plans",
+                                           label_selector=sel).get("items", []):
+        found.append(f"plan {p['metadata'].get('namespace')}/{p['metadata']['name']}")
+    return found
+
+
+def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
+            max_attempts: int, kill_window: tuple[float, float]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    proc, kubeconfig = start_simulator(scenario, speed, out, rng.randrange(1 << 30), [])
+    result: dict[str, Any] = {"scenario": scenario, "kills": [], "attempts": 0}
+    try:
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), K8S_AUTH_KUBECONFIG=str(kubeconfig),
+                   ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "upgrade.yml"]
+        rc = None
+        for attempt in range(max_attempts):
+            result["attempts"] = attempt + 1
+            log = open(out / f"attempt-{attempt}.log", "wb")  # noqa: SIM115
+            play = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            kill_at = rng.uniform(*kill_window) if attempt < max_attempts - 1 and \
+                len(result["kills"]) < 3 else None
+            try:
+                rc = play.wait(timeout=kill_at)
+                break
+            except subprocess.TimeoutExpired:
+                os.killpg(play.pid, signal.SIGKILL)
+                play.wait()
+                result["kills"].append(round(kill_at or 0, 2))
+        result["final_rc"] = rc
+        plan = fetch_plan(kubeconfig)
+        result["phase"] = (plan or {}).get("status", {}).get("currentPhase")
+        result["leftovers"] = leftovers(kubeconfig, plan["metadata"]["name"]) if plan else []
+    finally:
+        stop_simulator(proc)
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() \
+        else {}
+    reboots = (report.get("node_reboots") or {}).get("per_node", {})
+    result["reboots"] = reboots
+    result["violations"] = report.get("invariant_violations", [])
+    problems = []
+    if result["phase"] != "Succeeded":
+        problems.append(f"plan phase {result['phase']}")
+    if any(n != 1 for n in reboots.values()) or not reboots:
+        problems.append(f"reboots per node {reboots}")
+    if result["violations"]:
+        problems.append(f"{len(result['violations'])} invariant violation(s)")
+    if result["leftovers"]:
+        problems.append(f"leftovers {result['leftovers']}")
+    result["problems"] = problems
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--scenarios", default="three-node,five-node-mixed")
+    ap.add_argument("--speed", type=float, default=100.0)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--max-attempts", type=int, default=6)
+    ap.add_argument("--kill-min", type=float, default=2.0)
+    ap.add_argument("--kill-max", type=float, default=40.0)
+    ap.add_argument("--out", default="out/chaos")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    print(f"chaos seed {seed} (replay with --seed {seed})", flush=True)
+    rng = random.Random(seed)
+    scenarios = args.scenarios.split(",")
+    failures = 0
+    t0 = time.monotonic()
+    for i in range(args.runs):
+        sc = scenarios[i % len(scenarios)]
+        res = one_run(sc, args.speed, rng, ROOT / args.out / f"run-{i}", args.max_attempts,
+                      (args.kill_min, args.kill_max))
+        ok = not res["problems"]
+        failures += 0 if ok else 1
+        print(f"run {i + 1}/{args.runs} {sc}: {'ok' if ok else 'FAIL'} kills={res['kills']} "
+              f"attempts={res['attempts']} {'; '.join(res['problems'])}", flush=True)
+    print(f"{args.runs - failures}/{args.runs} runs passed in {time.monotonic() - t0:.0f} s "
+          f"(seed {seed})")
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

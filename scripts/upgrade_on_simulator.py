@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""`make upgrade`: run the whole upgrade against a simulated cluster and summarise it.
+
+1. starts ``harvester-sim serve`` for the scenario (kubeconfig and report under ``--out``),
+2. runs ``ansible-playbook upgrade.yml`` against it, exactly as a user would against a
+   real cluster (only KUBECONFIG points elsewhere),
+3. saves the final UpgradePlan to ``<out>/upgradeplan.json``, stops the simulator (which
+   writes ``<out>/report.json``) and prints a short summary.
+
+Exits non-zero when the plan did not succeed or the simulator recorded an invariant
+violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN_API = ("management.harvesterhci.io", "v1beta1", "upgradeplans")
+ACTIVE_PHASES = ("Initializing", "ISODownloading", "RepoCreating", "MetadataPopulating",
+                 "ImagePreloading", "ClusterUpgrading", "NodeUpgrading", "CleaningUp")
+
+
+def start_simulator(scenario: str, speed: float, out: Path, seed: int | None,
+                    extra: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
+    kubeconfig = out / "kubeconfig"
+    kubeconfig.unlink(missing_ok=True)
+    (out / "report.json").unlink(missing_ok=True)
+    cmd = [str(ROOT / ".venv" / "bin" / "harvester-sim"), "serve", "--scenario", scenario,
+           "--kubeconfig", str(kubeconfig), "--speed", str(speed),
+           "--report", str(out / "report.json")]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    cmd += extra
+    log = open(out / "simulator.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not kubeconfig.exists():
+        if proc.poll() is not None:
+            sys.stderr.write((out / "simulator.log").read_text())
+            raise SystemExit(f"harvester-sim exited with {proc.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            proc.terminate()
+            raise SystemExit("harvester-sim did not become ready within 120 s")
+        time.sleep(0.1)
+    return proc, kubeconfig
+
+
+def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def fetch_plan(kubeconfig: Path) -> dict[str, Any] | None:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    co = client.CustomObjectsApi(api)
+    try:
+        items = co.list_cluster_custom_object(*PLAN_API).get("items", [])
+    except client.ApiException as exc:
+        if exc.status == 404:  # the UpgradePlan CRD was never installed
+            return None
+        raise
+    if not items:
+        return None
+    items.sort(key=lambda o: o["metadata"].get("creationTimestamp", ""))
+    return items[-1]  # type: ignore[no-any-return]
+
+
+def fetch_restore_map(kubeconfig: Path, plan: str) -> dict[str, list[str]]:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    try:
+        cm = client.CoreV1Api(api).read_namespaced_config_map(f"{plan}-restore-vm",
+                                                              "harvester-system")
+    except client.ApiException:
+        return {}
+    return {k: [v for v in (val or "").split(",") if v] for k, val in (cm.data or {}).items()}
+
+
+def _ts(s: str) -> dt.datetime:
+    return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def summarise(plan: dict[str, Any] | None, report: dict[str, Any],
+              restore: dict[str, list[str]]) -> list[str]:
+    lines = ["", "=== upgrade summary ==="]
+    if plan is None:
+        lines.append("no UpgradePlan was created")
+        return lines
+    st = plan.get("status", {})
+    lines.append(f"plan {plan['metadata']['name']}: {st.get('previousVersion', '?')} -> "
+                 f"{plan.get('spec', {}).get('version') or plan.get('spec', {}).get('image')}"
+                 f"  phase {st.get('currentPhase')}")
+    stamps = st.get("phaseTransitionTimestamps") or []
+    for i, entry in enumerate(stamps):
+        if entry["phase"] in ACTIVE_PHASES and i + 1 < len(stamps):
+            dur = _ts(stamps[i + 1]["phaseTransitionTimestamp"]) - _ts(
+                entry["phaseTransitionTimestamp"])
+            lines.append(f"  {entry['phase']:<22} {int(dur.total_seconds()):>5} s (wall)")
+    nodes = st.get("nodeUpgradeStatuses") or {}
+    lines.append(f"nodes ({len(nodes)}): " + ", ".join(
+        f"{n}={s.get('state')}" for n, s in sorted(nodes.items())))
+    mig = report.get("vm_migrations", {})
+    shut = sum(len(v) for v in restore.values())
+    lines.append(f"VMs: migrated {mig.get('total', 0)} times, shut down {shut}, "
+                 f"restored {shut if plan.get('spec', {}).get('restoreVM') else 0}")
+    viol = report.get("invariant_violations", [])
+    lines.append(f"invariants: {'OK' if not viol else f'{len(viol)} VIOLATION(S)'}")
+    for v in viol[:10]:
+        lines.append(f"  - {json.dumps(v)}")
+    if "simulated_duration_s" in report:
+        lines.append(f"simulated {report['simulated_duration_s']:.0f} s in "
+                     f"{report.get('wall_duration_s', 0):.0f} s wall")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--scenario", default="three-node")
+    ap.add_argument("--speed", type=float, default=60.0)
+    ap.add_argument("--out", default="out")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--playbook", default="upgrade.yml")
+    ap.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
+    args = ap.parse_args(argv)
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    proc, kubeconfig = start_simulator(args.scenario, args.speed, out, args.seed, [])
+    rc_play = 1
+    plan: dict[str, Any] | None = None
+    restore: dict[str, list[str]] = {}
+    try:
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), K8S_AUTH_KUBECONFIG=str(kubeconfig),
+                   ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), args.playbook,
+               *args.ansible_args]
+        print(f"$ {' '.join(cmd)}   (KUBECONFIG={kubeconfig})", flush=True)
+        rc_play = subprocess.call(cmd, cwd=ROOT, env=env)
+        plan = fetch_plan(kubeconfig)
+        if plan is not None:
+            (out / "upgradeplan.json").write_text(json.dumps(plan, indent=2))
+            restore = fetch_restore_map(kubeconfig, plan["metadata"]["name"])
+    finally:
+        stop_simulator(proc)
+    report: dict[str, Any] = {}
+    if (out / "report.json").exists():
+        report = json.loads((out / "report.json").read_text())
+    print("\n".join(summarise(plan, report, restore)))
+    print(f"report: {out / 'report.json'}  plan: {out / 'upgradeplan.json'}")
+    ok = (rc_play == 0 and plan is not None
+          and plan.get("status", {}).get("currentPhase") == "Succeeded"
+          and not report.get("invariant_violations"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,622 @@
+"""Per-kind strategies: what the real registry does for a kind beyond the generic store.
+
+Hooks (called by :class:`~harvester_sim.api.store.Store`): ``prepare_for_create(obj)``,
+``prepare_for_update(new, old, subresource)``, ``validate(obj) -> causes`` and
+``validate_update(new, old) -> causes`` (causes are ``errors.field_*`` dicts; the store turns a
+non-empty list into one 422 Invalid). Also the CRD structural-schema helpers used for
+custom resources: pruning of unknown fields, defaults and light type validation.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import uuid
+from typing import Any
+
+from . import errors
+from .jsoncopy import json_copy
+
+Obj = dict[str, Any]
+Causes = list[dict[str, str]]
+
+
+class Strategy:
+    """Default: no changes, no extra validation."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        return None
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        return None
+
+    def validate(self, obj: Obj) -> Causes:
+        return []
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        return []
+
+
+def _dns_label(name: str) -> bool:
+    import re
+
+    return len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) is not None
+
+
+def _container_defaults(c: Obj) -> None:
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    image = str(c.get("image", ""))
+    tag = image.rsplit("/", 1)[-1]
+    latest = ":" not in tag or tag.endswith(":latest")
+    c.setdefault("imagePullPolicy", "Always" if latest and "@" not in image else "IfNotPresent")
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+
+
+def pod_spec_defaults(spec: Obj, pod: bool = True) -> None:
+    """SetDefaults_PodSpec; for a Pod (not a template) also the admission plugins'
+    defaults: priority/preemptionPolicy and the not-ready/unreachable tolerations."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    if spec.get("serviceAccountName") or spec.get("serviceAccount"):
+        sa = spec.get("serviceAccountName") or spec.get("serviceAccount")
+        spec["serviceAccountName"] = spec["serviceAccount"] = sa
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict):
+                _container_defaults(c)
+    if not pod:
+        return
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    tols = spec.setdefault("tolerations", [])
+    have = {(t.get("key"), t.get("effect")) for t in tols if isinstance(t, dict)}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if (key, "NoExecute") not in have:
+            tols.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                         "tolerationSeconds": 300})
+
+
+def _template_defaults(tmpl: Obj) -> None:
+    spec = tmpl.setdefault("spec", {})
+    pod_spec_defaults(spec, pod=False)
+    tmpl.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+
+
+class PodStrategy(Strategy):
+    """Pending on create, QoS class, defaults; most of the spec is immutable."""
+
+    _MUTABLE = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        pod_spec_defaults(spec)
+        if spec.get("nodeName") and spec.get("schedulerName"):
+            pass
+        obj["status"] = {"phase": "Pending", "qosClass": _qos(spec)}
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource == "status":
+            return
+        spec = new.get("spec")
+        if isinstance(spec, dict):
+            for key in ("containers", "initContainers"):
+                for c in spec.get(key) or []:
+                    if isinstance(c, dict):
+                        _container_defaults(c)
+
+    def validate(self, obj: Obj) -> Causes:
+        spec = obj.get("spec") or {}
+        causes: Causes = []
+        cs = spec.get("containers")
+        if not cs:
+            causes.append(errors.field_required("spec.containers", "Required value"))
+        for i, c in enumerate(cs or []):
+            if not isinstance(c, dict) or not c.get("name"):
+                causes.append(errors.field_required(f"spec.containers[{i}].name"))
+            elif not c.get("image"):
+                causes.append(errors.field_required(f"spec.containers[{i}].image"))
+        return causes
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
+        if ospec == nspec:
+            return []
+        strip_o = {k: v for k, v in ospec.items() if k not in self._MUTABLE}
+        strip_n = {k: v for k, v in nspec.items() if k not in self._MUTABLE}
+        # container images may change; nodeName may be set once (binding)
+        for s in (strip_o, strip_n):
+            s["containers"] = [{k: v for k, v in c.items() if k != "image"}
+                               for c in s.get("containers") or [] if isinstance(c, dict)]
+            s["initContainers"] = [{k: v for k, v in c.items() if k != "image"}
+                                   for c in s.get("initContainers") or [] if isinstance(c, dict)]
+        if not ospec.get("nodeName"):
+            strip_o.pop("nodeName", None)
+            strip_n.pop("nodeName", None)
+        if strip_o != strip_n:
+            return [{"reason": "FieldValueForbidden", "field": "spec",
+                     "message": "Forbidden: pod updates may not change fields other than "
+                                "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                                "additions to existing tolerations),"
+                                "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 "
+                                "if it was previously negative)"}]
+        return []
+
+
+def _qos(spec: Obj) -> str:
+    reqs_all, lims_all, any_set = True, True, False
+    for c in spec.get("containers") or []:
+        res = (c or {}).get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim:
+                lims_all = False
+            if lim.get(r) is not None and req.get(r, lim.get(r)) != lim.get(r):
+                reqs_all = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if lims_all and reqs_all else "Burstable"
+
+
+class NamespaceStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Active"}
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        md = obj.setdefault("metadata", {})
+        md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md.get("name", "")
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        md = new.setdefault("metadata", {})
+        md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md.get("name", "")
+        if subresource != "finalize" and "spec" in old:
+            new["spec"] = json_copy(old["spec"])
+        if new["metadata"].get("deletionTimestamp"):
+            new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+
+    def validate(self, obj: Obj) -> Causes:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if name and not _dns_label(name):
+            return [errors.field_invalid("metadata.name", name, "a lowercase RFC 1123 label "
+                                         "must consist of lower case alphanumeric characters or "
+                                         "'-', and must start and end with an alphanumeric "
+                                         "character")]
+        return []
+
+
+class ServiceStrategy(Strategy):
+    """ClusterIP allocation from 10.43.0.0/16 (RKE2's service CIDR), port defaults."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 10
+
+    def _alloc(self) -> str:
+        with self._lock:
+            self._next += 1
+            n = self._next
+        return str(ipaddress.IPv4Address("10.43.0.0") + n)
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec["type"] != "ExternalName":
+            if not spec.get("clusterIP"):
+                spec["clusterIP"] = self._alloc()
+            if spec["clusterIP"] != "None":
+                spec["clusterIPs"] = [spec["clusterIP"]]
+            else:
+                spec["clusterIPs"] = ["None"]
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for p in spec.get("ports") or []:
+            if isinstance(p, dict):
+                p.setdefault("protocol", "TCP")
+                p.setdefault("targetPort", p.get("port"))
+        obj["status"] = {"loadBalancer": {}}
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource == "status":
+            return
+        nspec, ospec = new.setdefault("spec", {}), old.get("spec") or {}
+        for k in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "type",
+                  "sessionAffinity", "internalTrafficPolicy"):
+            if k not in nspec and k in ospec:
+                nspec[k] = json_copy(ospec[k])
+        for p in nspec.get("ports") or []:
+            if isinstance(p, dict):
+                p.setdefault("protocol", "TCP")
+                p.setdefault("targetPort", p.get("port"))
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        o = (old.get("spec") or {}).get("clusterIP")
+        n = (new.get("spec") or {}).get("clusterIP")
+        if o and n and o != n:
+            return [errors.field_invalid("spec.clusterIPs[0]", n, "may not change once set")]
+        return []
+
+
+def _selector_matches_template(spec: Obj) -> Causes:
+    sel = (spec.get("selector") or {}).get("matchLabels") or {}
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not spec.get("selector"):
+        return [errors.field_required("spec.selector")]
+    if any(labels.get(k) != v for k, v in sel.items()):
+        return [errors.field_invalid("spec.template.metadata.labels", labels,
+                                     "`selector` does not match template `labels`")]
+    return []
+
+
+class DeploymentStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        strat = spec.setdefault("strategy", {"type": "RollingUpdate"})
+        if strat.get("type", "RollingUpdate") == "RollingUpdate":
+            strat["type"] = "RollingUpdate"
+            strat.setdefault("rollingUpdate", {"maxUnavailable": "25%", "maxSurge": "25%"})
+        _template_defaults(spec.setdefault("template", {}))
+        obj["status"] = {}
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource == "status":
+            return
+        spec = new.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        if isinstance(spec.get("template"), dict):
+            _template_defaults(spec["template"])
+        # annotation changes also bump a Deployment's generation
+        if (new.get("metadata") or {}).get("annotations") != (old.get("metadata") or {}).get(
+                "annotations") and new["metadata"].get("generation") == old["metadata"].get(
+                "generation"):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+
+    def validate(self, obj: Obj) -> Causes:
+        return _selector_matches_template(obj.get("spec") or {})
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
+            return [errors.field_invalid("spec.selector", (new.get("spec") or {}).get(
+                "selector"), "field is immutable")]
+        return []
+
+
+class WorkloadStrategy(Strategy):
+    """ReplicaSet / DaemonSet / StatefulSet: template defaults, immutable selector."""
+
+    def __init__(self, replicas: bool) -> None:
+        self.replicas = replicas
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        if self.replicas:
+            spec.setdefault("replicas", 1)
+        _template_defaults(spec.setdefault("template", {}))
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource != "status" and isinstance((new.get("spec") or {}).get("template"),
+                                                   dict):
+            _template_defaults(new["spec"]["template"])
+
+    def validate(self, obj: Obj) -> Causes:
+        return _selector_matches_template(obj.get("spec") or {})
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
+            return [errors.field_invalid("spec.selector", (new.get("spec") or {}).get(
+                "selector"), "field is immutable")]
+        return []
+
+
+class JobStrategy(Strategy):
+    """Generated selector + controller-uid labels, backoffLimit 6, immutable template."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        md = obj.setdefault("metadata", {})
+        spec.setdefault("backoffLimit", 6)
+        spec.setdefault("completions", 1) if spec.get("parallelism", 1) == 1 else None
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        spec.setdefault("manualSelector", False) if "manualSelector" in spec else None
+        tmpl = spec.setdefault("template", {})
+        tmd = tmpl.setdefault("metadata", {})
+        if not spec.get("manualSelector"):
+            # the uid the store will assign is not known yet: pre-assign it
+            uid = md.get("uid") or str(uuid.uuid4())
+            md["_preassigned_uid"] = uid
+            labels = tmd.setdefault("labels", {})
+            labels["batch.kubernetes.io/controller-uid"] = uid
+            labels["controller-uid"] = uid
+            labels["batch.kubernetes.io/job-name"] = md.get("name", "")
+            labels["job-name"] = md.get("name", "")
+            spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        _template_defaults(tmpl)
+        tmpl["spec"]["restartPolicy"] = tmpl["spec"].get("restartPolicy") or "Never"
+        obj["status"] = {}
+
+    def validate(self, obj: Obj) -> Causes:
+        rp = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("restartPolicy")
+        if rp not in ("Never", "OnFailure"):
+            return [{"reason": "FieldValueNotSupported", "field":
+                     "spec.template.spec.restartPolicy",
+                     "message": f'Unsupported value: "{rp}": supported values: "OnFailure", '
+                                '"Never"'}]
+        return []
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource != "status" and isinstance((new.get("spec") or {}).get("template"),
+                                                   dict):
+            _template_defaults(new["spec"]["template"])
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+        if ns.get("template") != os_.get("template") and not os_.get("suspend"):
+            return [errors.field_invalid("spec.template", ns.get("template"),
+                                         "field is immutable")]
+        if ns.get("selector") != os_.get("selector"):
+            return [errors.field_invalid("spec.selector", ns.get("selector"),
+                                         "field is immutable")]
+        return []
+
+
+class NodeStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj) -> None:
+        md = obj.setdefault("metadata", {})
+        labels = md.setdefault("labels", {})
+        labels.setdefault("kubernetes.io/hostname", md.get("name", ""))
+        labels.setdefault("kubernetes.io/os", "linux")
+        labels.setdefault("kubernetes.io/arch", "amd64")
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        spec = new.get("spec")
+        if isinstance(spec, dict) and spec.get("unschedulable") is False:
+            new["spec"] = {k: v for k, v in spec.items() if k != "unschedulable"}
+
+
+class CRDStrategy(Strategy):
+    """Light validation of CustomResourceDefinitions."""
+
+    def validate(self, obj: Obj) -> Causes:
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        causes: Causes = []
+        name = (obj.get("metadata") or {}).get("name", "")
+        if not spec.get("group"):
+            causes.append(errors.field_required("spec.group"))
+        for k in ("plural", "kind"):
+            if not names.get(k):
+                causes.append(errors.field_required(f"spec.names.{k}"))
+        if spec.get("group") and names.get("plural") and \
+                name != f"{names['plural']}.{spec['group']}":
+            causes.append(errors.field_invalid(
+                "metadata.name", name, "must be spec.names.plural+\".\"+spec.group"))
+        if spec.get("scope") not in ("Namespaced", "Cluster"):
+            causes.append({"reason": "FieldValueNotSupported", "field": "spec.scope",
+                           "message": f'Unsupported value: "{spec.get("scope")}": supported '
+                                      'values: "Cluster", "Namespaced"'})
+        versions = spec.get("versions") or []
+        if not versions:
+            causes.append(errors.field_invalid("spec.versions", versions,
+                                               "must have exactly one version marked as "
+                                               "storage version"))
+        elif sum(1 for v in versions if v.get("storage")) != 1:
+            causes.append(errors.field_invalid("spec.versions", "",
+                                               "must have exactly one version marked as "
+                                               "storage version"))
+        return causes
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        causes = self.validate(new)
+        o, n = old.get("spec") or {}, new.get("spec") or {}
+        if o.get("group") != n.get("group"):
+            causes.append(errors.field_invalid("spec.group", n.get("group"),
+                                               "field is immutable"))
+        return causes
+
+
+class CustomResourceStrategy(Strategy):
+    """Defaults and type checks from the CRD's structural schema."""
+
+    def __init__(self, schema: Obj | None, kind: str) -> None:
+        self.schema = schema
+        self.kind = kind
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        if self.schema:
+            apply_defaults(obj, self.schema)
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if self.schema:
+            apply_defaults(new, self.schema)
+
+    def validate(self, obj: Obj) -> Causes:
+        return validate_schema(obj, self.schema) if self.schema else []
+
+    def validate_update(self, new: Obj, old: Obj) -> Causes:
+        return validate_schema(new, self.schema) if self.schema else []
+
+
+# ------------------------------------------------------------------ structural schemas
+def prune_unknown(obj: Any, schema: Obj, path: str = "") -> list[str]:
+    """Drop fields the schema does not declare (in place); returns their paths."""
+    out: list[str] = []
+    if not isinstance(schema, dict):
+        return out
+    if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+        return out
+    if isinstance(obj, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        if props is None and addl is None:
+            return out
+        for k in list(obj):
+            if path == "" and k in ("apiVersion", "kind", "metadata"):
+                continue
+            sub = (props or {}).get(k)
+            if sub is None and isinstance(addl, dict):
+                sub = addl
+            if sub is None:
+                if addl is True or schema.get("x-kubernetes-preserve-unknown-fields"):
+                    continue
+                out.append(f"{path}.{k}".lstrip("."))
+                del obj[k]
+                continue
+            out.extend(prune_unknown(obj[k], sub, f"{path}.{k}"))
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, it in enumerate(obj):
+            out.extend(prune_unknown(it, schema["items"], f"{path}[{i}]"))
+    return out
+
+
+def apply_defaults(obj: Any, schema: Obj) -> None:
+    """Fill in schema defaults. ``obj`` itself is changed in place; nested dicts and lists
+    that need a default are replaced by defaulted copies, never changed in place (they may be
+    shared with the stored object, see ``Store._commit_update``)."""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(obj, dict):
+        for k, sub in (schema.get("properties") or {}).items():
+            if not isinstance(sub, dict):
+                continue
+            if k not in obj and "default" in sub:
+                obj[k] = json_copy(sub["default"])
+            if k in obj:
+                val = _defaulted(obj[k], sub)
+                if val is not obj[k]:
+                    obj[k] = val
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, it in enumerate(obj):
+            val = _defaulted(it, schema["items"])
+            if val is not it:
+                obj[i] = val
+
+
+def _defaulted(obj: Any, schema: Obj) -> Any:
+    """``obj`` with the schema's defaults: ``obj`` itself when nothing is missing, else a
+    copy (copy-on-write, ``obj`` is not changed)."""
+    if not isinstance(schema, dict):
+        return obj
+    out = obj
+    if isinstance(obj, dict):
+        for k, sub in (schema.get("properties") or {}).items():
+            if not isinstance(sub, dict):
+                continue
+            if k not in out and "default" in sub:
+                if out is obj:
+                    out = dict(obj)
+                out[k] = json_copy(sub["default"])
+            if k in out:
+                val = _defaulted(out[k], sub)
+                if val is not out[k]:
+                    if out is obj:
+                        out = dict(obj)
+                    out[k] = val
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, it in enumerate(obj):
+            val = _defaulted(it, schema["items"])
+            if val is not it:
+                if out is obj:
+                    out = list(obj)
+                out[i] = val
+    return out
+
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+def validate_schema(obj: Any, schema: Obj, path: str = "") -> Causes:
+    causes: Causes = []
+    if not isinstance(schema, dict):
+        return causes
+    if path == "":
+        for k in ("apiVersion", "kind", "metadata"):
+            pass
+    typ = schema.get("type")
+    name = path.lstrip(".") or "<root>"
+    if obj is None:
+        if schema.get("nullable"):
+            return causes
+        if typ is not None and path:
+            causes.append(errors.field_invalid(name, None, f"{name} in body must be of type "
+                                               f"{typ}: \"null\""))
+        return causes
+    int_or_string = schema.get("x-kubernetes-int-or-string")
+    if int_or_string:
+        if not isinstance(obj, (int, str)) or isinstance(obj, bool):
+            causes.append(errors.field_invalid(name, obj, "must be an integer or a string"))
+        return causes
+    if typ == "integer":
+        ok = isinstance(obj, int) and not isinstance(obj, bool)
+    elif typ == "number":
+        ok = isinstance(obj, (int, float)) and not isinstance(obj, bool)
+    elif typ in _TYPES:
+        ok = isinstance(obj, _TYPES[typ])
+    else:
+        ok = True
+    if not ok:
+        got = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+               float: "number"}.get(type(obj), "unknown")
+        causes.append(errors.field_invalid(name, obj, f"{name} in body must be of type {typ}: "
+                                                      f"\"{got}\""))
+        return causes
+    if "enum" in schema and obj not in schema["enum"]:
+        vals = ", ".join(f'"{v}"' for v in schema["enum"])
+        causes.append({"reason": "FieldValueNotSupported", "field": name,
+                       "message": f"Unsupported value: \"{obj}\": supported values: {vals}"})
+    if isinstance(obj, dict):
+        for req in schema.get("required") or []:
+            if req not in obj:
+                causes.append(errors.field_required(f"{path}.{req}".lstrip(".")))
+        for k, sub in (schema.get("properties") or {}).items():
+            if k in obj and not (path == "" and k == "metadata"):
+                causes.extend(validate_schema(obj[k], sub, f"{path}.{k}"))
+        addl = schema.get("additionalProperties")
+        if isinstance(addl, dict):
+            for k, v in obj.items():
+                if k not in (schema.get("properties") or {}):
+                    causes.extend(validate_schema(v, addl, f"{path}.{k}"))
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, it in enumerate(obj):
+            causes.extend(validate_schema(it, schema["items"], f"{path}[{i}]"))
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        if "minimum" in schema and obj < schema["minimum"]:
+            causes.append(errors.field_invalid(name, obj, f"{name} in body should be greater "
+                                               f"than or equal to {schema['minimum']}"))
+        if "maximum" in schema and obj > schema["maximum"]:
+            causes.append(errors.field_invalid(name, obj, f"{name} in body should be less than "
+                                               f"or equal to {schema['maximum']}"))
+    return causes
+
+
+def builtin_strategies() -> dict[tuple[str, str], Strategy]:
+    """Strategies by storage key (group, plural)."""
+    return {
+        ("", "pods"): PodStrategy(),
+        ("", "namespaces"): NamespaceStrategy(),
+        ("", "services"): ServiceStrategy(),
+        ("", "nodes"): NodeStrategy(),
+        ("apps", "deployments"): DeploymentStrategy(),
+        ("apps", "replicasets"): WorkloadStrategy(replicas=True),
+        ("apps", "statefulsets"): WorkloadStrategy(replicas=True),
+        ("apps", "daemonsets"): WorkloadStrategy(replicas=False),
+        ("batch", "jobs"): JobStrategy(),
+        ("apiextensions.k8s.io", "customresourcedefinitions"): CRDStrategy(),
+    }

@@ -1,0 +1,165 @@
+"""``harvester-sim``: serve a simulated Harvester cluster, or print a run report.
+
+``harvester-sim serve --scenario NAME|FILE --kubeconfig PATH [--port N] [--speed X]
+[--report FILE] [--seed N] [--sa-token NS/NAME[=PATH]]...`` builds the world, starts the API
+server on 127.0.0.1, writes the kubeconfig only once the server answers, runs until
+SIGTERM/SIGINT, then writes the JSON report and exits 0. ``--sa-token`` creates the
+ServiceAccount when missing and writes a kubeconfig with a bound token for it (default path:
+``<kubeconfig>-<ns>-<name>``); what it may do is up to the cluster's RBAC objects.
+``harvester-sim report FILE`` renders a report written by ``serve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from .world import _optional
+
+
+def _report(world: Any, server: Any) -> dict[str, Any]:
+    mod = _optional("harvester_sim.report")
+    base: dict[str, Any] = {}
+    if mod is not None and hasattr(mod, "build"):
+        try:
+            base = dict(mod.build(world))
+        except Exception as exc:  # noqa: BLE001
+            logging.getLogger("harvester_sim.cli").exception("report.build failed")
+            base = {"report_error": str(exc)}
+    base.setdefault("api_requests", server.stats())
+    return base
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .api.server import ApiServer
+    from .testing import build_world
+
+    try:
+        world = build_world(args.scenario, speed=args.speed, seed=args.seed)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        print(f"harvester-sim: bad scenario {args.scenario!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = ApiServer(world, port=args.port).start()
+    except OSError as exc:
+        world.stop()
+        if exc.errno == errno.EADDRINUSE:
+            print(f"harvester-sim: port {args.port} on 127.0.0.1 is already in use",
+                  file=sys.stderr)
+        else:
+            print(f"harvester-sim: cannot listen on 127.0.0.1:{args.port}: {exc}",
+                  file=sys.stderr)
+        return 3
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        _wait_ready(server)
+        for spec in args.sa_token or []:
+            sa, _, where = spec.partition("=")
+            ns, _, name = sa.partition("/")
+            path = Path(where) if where else args.kubeconfig.with_name(
+                f"{args.kubeconfig.name}-{ns}-{name}")
+            server.write_service_account_kubeconfig(path, ns, name)
+            print(f"harvester-sim: ServiceAccount {ns}/{name}: kubeconfig {path}",
+                  file=sys.stderr, flush=True)
+        server.write_kubeconfig(args.kubeconfig)
+        print(f"harvester-sim: serving {server.url} (kubeconfig {args.kubeconfig})",
+              file=sys.stderr, flush=True)
+        while not done.wait(0.5):
+            pass
+    finally:
+        report = _report(world, server)
+        server.stop()
+        world.stop()
+        if args.report:
+            Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _wait_ready(server: Any) -> None:
+    """Answer one real HTTPS request before announcing the server."""
+    import ssl
+    import tempfile
+    import urllib.request
+
+    with tempfile.NamedTemporaryFile("wb", suffix=".crt") as ca:
+        ca.write(server.ca_pem)
+        ca.flush()
+        ctx = ssl.create_default_context(cafile=ca.name)
+        req = urllib.request.Request(server.url + "/version",
+                                     headers={"Authorization": f"Bearer {server.token}"})
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            resp.read()
+
+
+def _report_cmd(args: argparse.Namespace) -> int:
+    mod = _optional("harvester_sim.report")
+    if mod is not None and hasattr(mod, "main"):
+        extra = [*(["--plot", str(args.plot)] if getattr(args, "plot", None) else []),
+                 *(["--timeline", str(args.timeline)] if getattr(args, "timeline", None)
+                   is not None else []),
+                 *(["--json"] if getattr(args, "json", False) else [])]
+        return int(mod.main([args.file, *extra]) or 0)
+    try:
+        data = json.loads(Path(args.file).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"harvester-sim: cannot read report {args.file}: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=2, sort_keys=True))
+    return 0
+
+
+def _sa_spec(value: str) -> str:
+    sa = value.partition("=")[0]
+    ns, _, name = sa.partition("/")
+    if not ns or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAMESPACE/NAME[=PATH]")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="harvester-sim",
+                                description="A simulated Harvester cluster behind a real "
+                                            "Kubernetes API.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="serve a scenario until SIGTERM/SIGINT")
+    s.add_argument("--scenario", required=True, help="built-in name, YAML file, or empty:N")
+    s.add_argument("--kubeconfig", required=True, type=Path,
+                   help="where to write the kubeconfig once the server is ready")
+    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
+    s.add_argument("--speed", type=float, default=None, help="simulated seconds per second")
+    s.add_argument("--report", type=Path, default=None, help="JSON report written at exit")
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--log-level", default="WARNING")
+    s.add_argument("--sa-token", action="append", metavar="NS/NAME[=PATH]",
+                   type=_sa_spec, help="also write a kubeconfig with a token for this "
+                   "ServiceAccount (created when missing); repeatable")
+    r = sub.add_parser("report", help="render a report written by serve --report")
+    r.add_argument("file")
+    r.add_argument("--plot", metavar="PNG", help="also draw the timeline (matplotlib)")
+    r.add_argument("--timeline", type=int, default=None, metavar="N",
+                   help="show the last N timeline events (0: none)")
+    r.add_argument("--json", action="store_true", help="print the JSON instead")
+    args = p.parse_args(argv)
+    if args.cmd == "serve":
+        logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return _serve(args)
+    return _report_cmd(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

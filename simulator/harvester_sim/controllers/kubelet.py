@@ -1,0 +1,1236 @@
+"""The simulated kubelets (one per Node) and the node-lifecycle bits of the controller manager.
+
+Per node: adopts any existing Node object (fills in what a kubelet reports: addresses,
+``nodeInfo``, capacity/allocatable, conditions, ``status.images``, daemon endpoints), renews
+its Lease in ``kube-node-lease``, reports status only when something changes or every
+``STATUS_REPORT_S`` (the real kubelet's nodeStatusReportFrequency), keeps the
+``node.kubernetes.io/unschedulable`` taint in step with ``spec.unschedulable``, and serves
+``/stats/summary``, ``/configz`` and ``/healthz`` behind ``nodes/<n>/proxy``.
+
+Pods bound to a node run here: Pending (ContainerCreating, image pull when the image is not
+in ``status.images``: size / ``timings.image_pull_mib_s``) -> init containers in order ->
+Running -> each container runs its program from ``programs.base.REGISTRY`` (unknown images
+run forever) -> Succeeded/Failed with exit codes; restartPolicy Always/OnFailure restarts
+containers with a back-off. Deleting a pod stops its programs and, after
+``min(grace, timings.pod_stop_s)``, sends the final delete.
+
+API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
+:meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
+:meth:`node_fs`, :meth:`is_up`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..api import errors
+from ..programs.base import REGISTRY, ProgramContext
+from . import podutil as pu
+
+log = logging.getLogger("harvester_sim.kubelet")
+
+LEASE_NS = "kube-node-lease"
+LEASE_DURATION_S = 40
+HEARTBEAT_MIN_WALL_S = 1.0       # never renew a lease more often than this in real time
+STATUS_REPORT_S = 300.0          # nodeStatusReportFrequency
+STATUS_REPORT_MIN_WALL_S = 10.0
+RESTART_BACKOFF_S = 10.0
+RESTART_BACKOFF_MAX_S = 300.0
+KUBELET_PORT = 10250
+UNREACHABLE = "node.kubernetes.io/unreachable"
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+DISK_USED_ANNOTATION = "sim.harvesterhci.io/disk-used-bytes"       # set by the scenario
+DISK_CAPACITY_ANNOTATION = "sim.harvesterhci.io/disk-capacity-bytes"
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+DEFAULT_NODE_INFO = {
+    "architecture": "amd64",
+    "bootID": "",
+    "containerRuntimeVersion": "containerd://1.7.23-k3s2",
+    "kernelVersion": "5.14.21-150500.55.83-default",
+    "kubeProxyVersion": "v1.30.7+rke2r1",
+    "kubeletVersion": "v1.30.7+rke2r1",
+    "machineID": "",
+    "operatingSystem": "linux",
+    "osImage": "Harvester v1.4.1",
+    "systemUUID": "",
+}
+DEFAULT_CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "200",
+                    "ephemeral-storage": "250Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+KUBELET_CONFIG = {
+    "enableServer": True, "port": KUBELET_PORT, "readOnlyPort": 0,
+    "imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80,
+    "imageMinimumGCAge": "2m0s", "evictionHard": {
+        "imagefs.available": "15%", "memory.available": "100Mi",
+        "nodefs.available": "10%", "nodefs.inodesFree": "5%"},
+    "maxPods": 200, "nodeStatusUpdateFrequency": "10s", "nodeStatusReportFrequency": "5m0s",
+    "nodeLeaseDurationSeconds": LEASE_DURATION_S, "cgroupDriver": "systemd",
+    "clusterDomain": "cluster.local", "clusterDNS": ["10.53.0.10"],
+    "serializeImagePulls": True, "shutdownGracePeriod": "0s",
+}
+GNS_REASON = "Terminated"
+GNS_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+
+
+def normalize_image(ref: str) -> str:
+    """``nginx`` -> ``docker.io/library/nginx:latest`` (how containerd names images)."""
+    name, _, digest = ref.partition("@")
+    parts = name.split("/")
+    if len(parts) == 1 or not ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if len(parts) == 1:
+            parts = ["library", *parts]
+        parts = ["docker.io", *parts]
+    name = "/".join(parts)
+    if not digest and ":" not in parts[-1]:
+        name += ":latest"
+    return name + (f"@{digest}" if digest else "")
+
+
+def default_image_size(ref: str) -> int:
+    h = int.from_bytes(hashlib.sha256(normalize_image(ref).encode()).digest()[:4], "big")
+    return (30 + h % 370) * MIB
+
+
+@dataclass
+class ContainerRun:
+    name: str
+    image: str
+    spec: dict[str, Any]
+    init: bool = False
+    state: str = "waiting"          # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    exit_code: int = 0
+    restarts: int = 0
+    started_at: str = ""
+    finished_at: str = ""
+    last_term: dict[str, Any] | None = None
+    ready: bool = False
+    gen: Any = None
+    timer: Any = None
+    container_id: str = ""
+
+
+@dataclass
+class PodRun:
+    key: pu.Key
+    uid: str
+    node: str
+    pod: dict[str, Any]
+    containers: list[ContainerRun]
+    inits: list[ContainerRun]
+    ip: str = ""
+    start_time: str = ""
+    phase: str = "Pending"
+    reason: str | None = None
+    message: str | None = None
+    init_done: bool = False
+    stopping: bool = False
+    timers: list[Any] = field(default_factory=list)
+
+    def all(self) -> list[ContainerRun]:
+        return self.inits + self.containers
+
+
+@dataclass
+class NodeState:
+    name: str
+    index: int
+    uid: str = ""
+    down: str = ""                 # "" | "reboot" | "restart" | "lost"
+    images: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
+    image_names: set[str] = field(default_factory=set)
+    fs_capacity: int = 250 * GIB
+    base_used: int = 0
+    disk_fault_pct: float | None = None
+    ip: str = ""
+    pod_cidr: str = ""
+    next_ip: int = 2
+    boot_id: str = ""
+    lease_timer: Any = None
+    report_timer: Any = None
+    written_rv: int = 0            # resourceVersion of our last status write
+    pending_info: dict[str, str] = field(default_factory=dict)
+    reboots: int = 0
+
+    def image_bytes(self) -> int:
+        return sum(size for _, size in self.images)
+
+
+class Kubelet:
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.clock = world.clock
+        self.client = world.client_for("kubelet")
+        self.timings = world.timings
+        self.pods = pu.informer(world, "v1", "Pod")
+        self.nodes_inf = pu.informer(world, "v1", "Node")
+        self.pod_rt = self.client.rt("v1", "Pod")
+        self.nodes: dict[str, NodeState] = {}
+        self.runs: dict[pu.Key, PodRun] = {}
+        self.done_uids: set[str] = set()
+        self.logs: dict[tuple[str, str, str], list[str]] = {}
+        self._dirty_pods: set[pu.Key] = set()
+        self._dirty_nodes: set[str] = set()
+        self._flush_scheduled = False
+        self.image_sizes: dict[str, int] = {
+            normalize_image(k): int(v) for k, v in (world.extras.get("image_sizes") or {}).items()}
+        self.stats = {"pods_started": 0, "pods_killed": 0, "image_pulls": 0, "reboots": 0}
+        world.extras["pod_logs"] = self.pod_logs
+        self.nodes_inf.add_handler(self._on_node)
+        self.pods.add_handler(self._on_pod)
+        world.runtime.call_soon(self._initial_sync)
+
+    # ------------------------------------------------------------------ helpers
+    def _now(self) -> str:
+        return str(self.clock.timestamp())
+
+    def _after(self, seconds: float, fn: Any) -> Any:
+        return self.world.runtime.after(seconds, fn)
+
+    def _lease_interval(self) -> float:
+        return max(self.timings.node_heartbeat_s, self.clock.speed * HEARTBEAT_MIN_WALL_S)
+
+    def _report_interval(self) -> float:
+        return max(STATUS_REPORT_S, self.clock.speed * STATUS_REPORT_MIN_WALL_S)
+
+    def _default_info(self) -> dict[str, str]:
+        """nodeInfo defaults: the installed release when the scenario names one."""
+        info = dict(DEFAULT_NODE_INFO)
+        rel = self.world.extras.get("installed_release") or {}
+
+        def field(name: str) -> Any:
+            return rel.get(name) if isinstance(rel, dict) else getattr(rel, name, None)
+        k8s = field("kubernetes") or self.world.scenario.get("rke2")
+        if k8s:
+            info["kubeletVersion"] = info["kubeProxyVersion"] = str(k8s)
+        if field("os"):
+            info["osImage"] = str(field("os"))
+        return info
+
+    def is_up(self, node: str) -> bool:
+        ns = self.nodes.get(node)
+        return ns is not None and not ns.down
+
+    # ------------------------------------------------------------------ nodes
+    def _initial_sync(self) -> None:
+        for node in sorted(self.nodes_inf.all(), key=lambda n: n["metadata"]["name"]):
+            if node["metadata"]["name"] not in self.nodes:
+                self._adopt(node)
+
+    def _on_node(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = obj["metadata"]["name"]
+        if type_ == "DELETED":
+            self._forget_node(name)
+            return
+        ns = self.nodes.get(name)
+        if ns is None or ns.uid != obj["metadata"]["uid"]:
+            if ns is not None:
+                self._forget_node(name)
+            self._adopt(obj)
+            return
+        old_st = (old or {}).get("status") or {}
+        new_st = obj.get("status") or {}
+        if old is None or old_st.get("capacity") != new_st.get("capacity") or \
+                old["metadata"].get("annotations") != obj["metadata"].get("annotations"):
+            self._observe_disk(ns, obj)
+        self._observe_images(ns, obj)
+        self._sync_unschedulable_taint(obj)
+
+    def _observe_images(self, ns: NodeState, node: dict[str, Any]) -> None:
+        """Whatever is in ``status.images`` is the node's image store (programs may edit it)."""
+        if int(node["metadata"].get("resourceVersion") or 0) < ns.written_rv or \
+                ns.name in self._dirty_nodes:
+            return  # older than what we wrote, or we have unwritten changes
+        imgs = (node.get("status") or {}).get("images") or []
+        parsed = [(tuple(i.get("names") or ()), int(i.get("sizeBytes") or 0)) for i in imgs]
+        if parsed != ns.images:
+            ns.images = parsed
+            ns.image_names = {normalize_image(n) for names, _ in parsed for n in names}
+
+    def _observe_disk(self, ns: NodeState, node: dict[str, Any]) -> None:
+        """Disk size/usage and address from the Node (the scenario may set them after the
+        Node was created: status is written right after the create)."""
+        st = node.get("status") or {}
+        ann = node["metadata"].get("annotations") or {}
+        cap = st.get("capacity") or {}
+        ns.fs_capacity = int(pu.parse_quantity(
+            ann.get(DISK_CAPACITY_ANNOTATION) or cap.get("ephemeral-storage"), 250 * GIB))
+        used = ann.get(DISK_USED_ANNOTATION)
+        if used is not None:
+            ns.base_used = max(0, int(pu.parse_quantity(used)) - ns.image_bytes())
+        elif not ns.base_used:
+            ns.base_used = int(ns.fs_capacity * 0.08)
+        for a in st.get("addresses") or []:
+            if a.get("type") == "InternalIP" and a.get("address"):
+                ns.ip = a["address"]
+
+    def _adopt(self, node: dict[str, Any]) -> None:
+        md = node["metadata"]
+        name = md["name"]
+        st = node.get("status") or {}
+        ns = NodeState(name=name, index=len(self.nodes), uid=md["uid"])
+        self.nodes[name] = ns
+        self._observe_images(ns, node)
+        self._observe_disk(ns, node)
+        if not ns.ip:
+            ns.ip = (md.get("annotations") or {}).get("rke2.io/internal-ip", "")
+        if not ns.ip:
+            prefix = (self.world.scenario.get("cluster") or {}).get("nodeIPPrefix", "10.0.0")
+            ns.ip = f"{prefix}.{10 + ns.index}"
+        ns.pod_cidr = (node.get("spec") or {}).get("podCIDR") or f"10.52.{ns.index}.0/24"
+        info = st.get("nodeInfo") or {}
+        ns.boot_id = info.get("bootID") or str(uuid.UUID(int=self._det_int(name, "boot")))
+        self._write_node_status(name, initial=True)
+        self._ensure_spec(node)
+        self.world.proxies.register_node(name, self._proxy_handler(name))
+        self._schedule_lease(ns, first=True)
+        ns.report_timer = self._after(self._report_interval(), lambda: self._report(name))
+        for pod in self.pods.on_node(name):
+            self._handle_pod(pod)
+
+    def _det_int(self, name: str, salt: str) -> int:
+        return int.from_bytes(hashlib.sha256(f"{name}/{salt}".encode()).digest()[:16], "big")
+
+    def _forget_node(self, name: str) -> None:
+        ns = self.nodes.pop(name, None)
+        if ns is None:
+            return
+        for t in (ns.lease_timer, ns.report_timer):
+            if t is not None:
+                t.cancel()
+        self.world.proxies.unregister_node(name)
+        for key, run in list(self.runs.items()):
+            if run.node == name:
+                self._stop_run(run)
+                del self.runs[key]
+        # pod GC: pods bound to a node that no longer exists are deleted after a quarantine
+        self._after(40.0, lambda: self._gc_orphans(name))
+
+    def _gc_orphans(self, name: str) -> None:
+        if name in self.nodes:
+            return
+        for pod in self.pods.on_node(name):
+            ns_, pname = pu.key_of(pod)
+            self.client.delete("v1", "Pod", pname, ns_, grace_period=0)
+
+    def _ensure_spec(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        ns = self.nodes[name]
+        if not (node.get("spec") or {}).get("podCIDR"):
+            def fn(cur: dict[str, Any]) -> dict[str, Any]:
+                spec = cur.setdefault("spec", {})
+                spec.setdefault("podCIDR", ns.pod_cidr)
+                spec.setdefault("podCIDRs", [ns.pod_cidr])
+                return cur
+            pu.ignore_missing(lambda: self.client.modify("v1", "Node", name, fn))
+        self._sync_unschedulable_taint(node)
+
+    def _sync_unschedulable_taint(self, node: dict[str, Any]) -> None:
+        """The node-lifecycle controller's taint for cordoned nodes."""
+        spec = node.get("spec") or {}
+        want = bool(spec.get("unschedulable"))
+        has = any(t.get("key") == UNSCHEDULABLE and t.get("effect") == "NoSchedule"
+                  for t in spec.get("taints") or [])
+        if want == has:
+            return
+        now = self._now()
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+            cspec = cur.setdefault("spec", {})
+            w = bool(cspec.get("unschedulable"))
+            taints = [t for t in cspec.get("taints") or []
+                      if not (t.get("key") == UNSCHEDULABLE and t.get("effect") == "NoSchedule")]
+            if w:
+                taints.append({"key": UNSCHEDULABLE, "effect": "NoSchedule", "timeAdded": now})
+            if taints:
+                cspec["taints"] = taints
+            else:
+                cspec.pop("taints", None)
+            return cur
+
+        pu.ignore_missing(lambda: self.client.modify("v1", "Node", node["metadata"]["name"], fn))
+
+    def _set_unreachable_taints(self, name: str, on: bool, no_execute: bool = True) -> None:
+        now = self._now()
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            cspec = cur.setdefault("spec", {})
+            taints = [t for t in cspec.get("taints") or [] if t.get("key") != UNREACHABLE]
+            if on:
+                taints.append({"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": now})
+                if no_execute:
+                    taints.append({"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": now})
+            if taints:
+                cspec["taints"] = taints
+            else:
+                cspec.pop("taints", None)
+            return cur
+
+        pu.ignore_missing(lambda: self.client.modify("v1", "Node", name, fn))
+
+    def _node_conditions(self, ns: NodeState, conds: list[dict[str, Any]], now: str,
+                         heartbeat: bool) -> None:
+        hb = now if heartbeat else None
+        if ns.down:
+            for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
+                pu.set_condition(conds, t, "Unknown", "NodeStatusUnknown",
+                                 "Kubelet stopped posting node status.", now, hb)
+            return
+        fs = self.node_fs(ns.name)
+        pressure = fs["availableBytes"] < 0.10 * fs["capacityBytes"]
+        pu.set_condition(conds, "MemoryPressure", "False", "KubeletHasSufficientMemory",
+                         "kubelet has sufficient memory available", now, hb)
+        if pressure:
+            pu.set_condition(conds, "DiskPressure", "True", "KubeletHasDiskPressure",
+                             "kubelet has disk pressure", now, hb)
+        else:
+            pu.set_condition(conds, "DiskPressure", "False", "KubeletHasNoDiskPressure",
+                             "kubelet has no disk pressure", now, hb)
+        pu.set_condition(conds, "PIDPressure", "False", "KubeletHasSufficientPID",
+                         "kubelet has sufficient PID available", now, hb)
+        pu.set_condition(conds, "Ready", "True", "KubeletReady",
+                         "kubelet is posting ready status", now, hb)
+
+    def _write_node_status(self, name: str, initial: bool = False,
+                           heartbeat: bool = False) -> None:
+        ns = self.nodes.get(name)
+        if ns is None:
+            return
+        now = self._now()
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            st = cur.setdefault("status", {})
+            cap = st.setdefault("capacity", {})
+            for k, v in DEFAULT_CAPACITY.items():
+                cap.setdefault(k, v)
+            alloc = st.setdefault("allocatable", {})
+            for k, v in cap.items():
+                alloc.setdefault(k, v)
+            info = st.setdefault("nodeInfo", {})
+            for k, v in self._default_info().items():
+                if not info.get(k):
+                    info[k] = v
+            if info.get("machineID") == "":
+                info["machineID"] = f"{self._det_int(name, 'machine'):032x}"
+            if info.get("systemUUID") == "":
+                info["systemUUID"] = str(uuid.UUID(int=self._det_int(name, "system")))
+            if initial and info.get("bootID"):
+                ns.boot_id = info["bootID"]
+            info["bootID"] = ns.boot_id
+            info.update(ns.pending_info)
+            addrs = st.get("addresses") or []
+            if not any(a.get("type") == "InternalIP" for a in addrs):
+                addrs = [{"type": "InternalIP", "address": ns.ip}, *addrs]
+            if not any(a.get("type") == "Hostname" for a in addrs):
+                addrs.append({"type": "Hostname", "address": name})
+            st["addresses"] = addrs
+            st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": KUBELET_PORT}})
+            if initial and "images" not in st:
+                st["images"] = []
+            elif not initial:
+                st["images"] = [{"names": list(n), "sizeBytes": s} for n, s in ns.images]
+            conds = st.setdefault("conditions", [])
+            self._node_conditions(ns, conds, now, heartbeat or initial)
+            return cur
+
+        res = pu.ignore_missing(lambda: self.client.modify("v1", "Node", name, fn,
+                                                           subresource="status",
+                                                           copy_result=False))
+        if res is not None:
+            if initial:
+                self._observe_images(ns, res)
+                self._observe_disk(ns, res)
+            ns.written_rv = int(res["metadata"].get("resourceVersion") or 0)
+        ns.pending_info = {}
+
+    def _report(self, name: str) -> None:
+        ns = self.nodes.get(name)
+        if ns is None:
+            return
+        if not ns.down:
+            self._write_node_status(name, heartbeat=True)
+        ns.report_timer = self._after(self._report_interval(), lambda: self._report(name))
+
+    # ------------------------------------------------------------------ leases
+    def _schedule_lease(self, ns: NodeState, first: bool = False) -> None:
+        interval = self._lease_interval()
+        delay = 0.0 if first else interval
+        ns.lease_timer = self._after(delay, lambda: self._renew(ns.name))
+
+    def _renew(self, name: str) -> None:
+        ns = self.nodes.get(name)
+        if ns is None or ns.down:
+            return
+        now = self.clock.micro_timestamp()
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            spec = cur.setdefault("spec", {})
+            spec["holderIdentity"] = name
+            spec["leaseDurationSeconds"] = LEASE_DURATION_S
+            spec["renewTime"] = now
+            return cur
+
+        try:
+            self.client.modify("coordination.k8s.io/v1", "Lease", name, fn, LEASE_NS)
+        except errors.ApiError as exc:
+            if exc.code != 404:
+                raise
+            self._create_lease(name, now)
+        self._schedule_lease(ns)
+
+    def _create_lease(self, name: str, now: str) -> None:
+        node = self.nodes_inf.get("", name)
+        if self.client.try_get("v1", "Namespace", LEASE_NS) is None:
+            try:
+                self.client.create({"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": LEASE_NS}})
+            except errors.ApiError as exc:
+                if exc.code != 409:
+                    raise
+        md: dict[str, Any] = {"name": name, "namespace": LEASE_NS}
+        if node is not None:
+            md["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                      "uid": node["metadata"]["uid"]}]
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": md,
+                 "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_S,
+                          "acquireTime": now, "renewTime": now}}
+        try:
+            self.client.create(lease, LEASE_NS)
+        except errors.ApiError as exc:
+            if exc.code != 409:
+                raise
+
+    # ------------------------------------------------------------------ images & disk
+    def has_image(self, node: str, image: str) -> bool:
+        ns = self.nodes.get(node)
+        return ns is not None and normalize_image(image) in ns.image_names
+
+    def image_size(self, image: str) -> int:
+        return self.image_sizes.get(normalize_image(image)) or default_image_size(image)
+
+    def pull_seconds(self, node: str, images: list[str]) -> float:
+        """Simulated time to pull the images a node lacks."""
+        missing = {normalize_image(i) for i in images if not self.has_image(node, i)}
+        total = sum(self.image_size(i) for i in missing)
+        return total / MIB / max(self.timings.image_pull_mib_s, 1e-9)
+
+    def add_images(self, node: str, images: list[tuple[str, int]] | list[str]) -> list[str]:
+        """Add images to a node's store (``status.images``); returns the names added."""
+        ns = self.nodes.get(node)
+        if ns is None:
+            return []
+        added = []
+        for item in images:
+            name, size = (item, self.image_size(item)) if isinstance(item, str) else item
+            if normalize_image(name) in ns.image_names:
+                continue
+            ns.images.append(((name,), int(size)))
+            ns.image_names.add(normalize_image(name))
+            added.append(name)
+        if added:
+            self._mark_node(node)
+        return added
+
+    def remove_images(self, node: str, names: list[str]) -> list[str]:
+        """Remove images (as ``crictl rmi`` would); returns the names removed."""
+        ns = self.nodes.get(node)
+        if ns is None:
+            return []
+        drop = {normalize_image(n) for n in names}
+        kept, removed = [], []
+        for entry in ns.images:
+            norm = {normalize_image(n) for n in entry[0]}
+            if norm & drop:
+                removed.append(entry[0][0] if entry[0] else "")
+            else:
+                kept.append(entry)
+        if removed:
+            ns.images = kept
+            ns.image_names = {normalize_image(n) for names_, _ in kept for n in names_}
+            self._mark_node(node)
+        return removed
+
+    def node_fs(self, node: str) -> dict[str, int]:
+        ns = self.nodes.get(node)
+        if ns is None:
+            return {"capacityBytes": 0, "usedBytes": 0, "availableBytes": 0}
+        if ns.disk_fault_pct is None:
+            spec = self.world.faults.match("disk_nearly_full", node=node)
+            if spec is not None:
+                ns.disk_fault_pct = float(spec.get("percent", 90))
+        cap = ns.fs_capacity
+        used = ns.base_used + ns.image_bytes()
+        if ns.disk_fault_pct is not None:
+            used = max(used, int(cap * ns.disk_fault_pct / 100.0))
+        used = min(used, cap)
+        return {"capacityBytes": cap, "usedBytes": used, "availableBytes": cap - used}
+
+    def _proxy_handler(self, node: str) -> Any:
+        def handler(method: str, path: str, query: str, headers: dict[str, str],
+                    body: bytes) -> tuple[int, dict[str, str], bytes]:
+            p = urlsplit(path).path.rstrip("/") or "/"
+            ctype = {"Content-Type": "application/json"}
+            if node not in self.nodes:
+                return 503, {"Content-Type": "text/plain"}, b"node not found\n"
+            if self.nodes[node].down:
+                return 502, {"Content-Type": "text/plain"}, (
+                    f"dial tcp {self.nodes[node].ip}:{KUBELET_PORT}: connect: "
+                    "no route to host\n").encode()
+            if p in ("/healthz", "/livez", "/readyz"):
+                return 200, {"Content-Type": "text/plain"}, b"ok"
+            if p == "/configz":
+                return 200, ctype, json.dumps({"kubeletconfig": KUBELET_CONFIG}).encode()
+            if p == "/stats/summary":
+                return 200, ctype, json.dumps(self._summary(node)).encode()
+            if p == "/pods":
+                items = [self.pods.get(*k) for k in self.pods.by_node.get(node, ())]
+                return 200, ctype, json.dumps({"kind": "PodList", "apiVersion": "v1",
+                                               "items": [i for i in items if i]}).encode()
+            return 404, {"Content-Type": "text/plain"}, b"404 page not found\n"
+        return handler
+
+    def _summary(self, node: str) -> dict[str, Any]:
+        fs = self.node_fs(node)
+        ns = self.nodes[node]
+        now = self._now()
+        img = ns.image_bytes()
+        fsd = {"time": now, **fs, "inodesFree": 14_000_000, "inodes": 16_000_000,
+               "inodesUsed": 2_000_000}
+        imagefs = {"time": now, "capacityBytes": fs["capacityBytes"],
+                   "availableBytes": fs["availableBytes"], "usedBytes": img,
+                   "inodesFree": 14_000_000, "inodes": 16_000_000, "inodesUsed": 2_000_000}
+        pods = []
+        for k in sorted(self.pods.by_node.get(node, ())):
+            run = self.runs.get(k)
+            if run is None:
+                continue
+            pods.append({"podRef": {"name": k[1], "namespace": k[0], "uid": run.uid},
+                         "startTime": run.start_time,
+                         "containers": [{"name": c.name, "startTime": c.started_at}
+                                        for c in run.containers if c.state == "running"]})
+        return {"node": {"nodeName": node, "startTime": now, "fs": fsd,
+                         "runtime": {"imageFs": imagefs, "containerFs": imagefs},
+                         "systemContainers": []}, "pods": pods}
+
+    # ------------------------------------------------------------------ coalesced writes
+    def _mark_node(self, node: str) -> None:
+        self._dirty_nodes.add(node)
+        self._schedule_flush()
+
+    def _mark_pod(self, key: pu.Key) -> None:
+        self._dirty_pods.add(key)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.world.runtime.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        nodes, self._dirty_nodes = sorted(self._dirty_nodes), set()
+        pods, self._dirty_pods = sorted(self._dirty_pods), set()
+        for n in nodes:
+            self._write_node_status(n)
+        for k in pods:
+            run = self.runs.get(k)
+            if run is not None:
+                self._write_pod_status(run)
+
+    # ------------------------------------------------------------------ pods
+    def _on_pod(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = pu.key_of(obj)
+        if type_ == "DELETED":
+            run = self.runs.pop(key, None)
+            if run is not None:
+                self._stop_run(run)
+            self.done_uids.discard(obj["metadata"].get("uid", ""))
+            for c in (obj.get("spec") or {}).get("initContainers") or []:
+                self.logs.pop((key[0], key[1], c.get("name", "")), None)
+            for c in (obj.get("spec") or {}).get("containers") or []:
+                self.logs.pop((key[0], key[1], c.get("name", "")), None)
+            return
+        self._handle_pod(obj)
+
+    def _handle_pod(self, pod: dict[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        ns = self.nodes.get(node or "")
+        if ns is None:
+            return
+        key = pu.key_of(pod)
+        uid = pod["metadata"]["uid"]
+        run = self.runs.get(key)
+        if run is not None and run.uid != uid:
+            self._stop_run(run)
+            del self.runs[key]
+            run = None
+        if pu.is_deleting(pod):
+            if ns.down:
+                return  # stays Terminating until the node's kubelet is back
+            if run is None:
+                self._after(0.0, lambda: self._final_delete(key, uid))
+            elif not run.stopping:
+                self._begin_stop(run, pod)
+            return
+        if run is not None:
+            run.pod = pod
+            return
+        if pu.is_terminal(pod) or uid in self.done_uids or ns.down:
+            return
+        self._start(pod, ns)
+
+    def _final_delete(self, key: pu.Key, uid: str) -> None:
+        cur = self.pods.get(*key)
+        if cur is None or cur["metadata"]["uid"] != uid:
+            return
+        self.runs.pop(key, None)
+        self.world.store.finish_graceful_delete(self.pod_rt, key[0], key[1])
+
+    def _begin_stop(self, run: PodRun, pod: dict[str, Any]) -> None:
+        run.stopping = True
+        self._stop_run(run)
+        grace = pod["metadata"].get("deletionGracePeriodSeconds")
+        delay = self.timings.pod_stop_s
+        if grace is not None:
+            delay = min(float(grace), delay)
+        key, uid = run.key, run.uid
+        self._after(delay, lambda: self._final_delete(key, uid))
+
+    def _stop_run(self, run: PodRun) -> None:
+        for t in run.timers:
+            t.cancel()
+        run.timers.clear()
+        for c in run.all():
+            self._close_container(c)
+
+    def _close_container(self, c: ContainerRun) -> None:
+        if c.timer is not None:
+            c.timer.cancel()
+            c.timer = None
+        if c.gen is not None:
+            gen, c.gen = c.gen, None
+            try:
+                gen.close()
+            except Exception:  # noqa: BLE001 - a program's cleanup must not break us
+                log.warning("program close failed: %s", traceback.format_exc())
+
+    def _start(self, pod: dict[str, Any], ns: NodeState) -> None:
+        spec = pod.get("spec") or {}
+        key = pu.key_of(pod)
+        inits = [ContainerRun(c.get("name", ""), c.get("image", ""), c, init=True,
+                              reason="PodInitializing")
+                 for c in spec.get("initContainers") or []]
+        mains = [ContainerRun(c.get("name", ""), c.get("image", ""), c,
+                              reason="PodInitializing" if inits else "ContainerCreating")
+                 for c in spec.get("containers") or []]
+        if inits:
+            inits[0].reason = "ContainerCreating"
+        run = PodRun(key=key, uid=pod["metadata"]["uid"], node=ns.name, pod=pod,
+                     containers=mains, inits=inits, start_time=self._now())
+        if spec.get("hostNetwork"):
+            run.ip = ns.ip
+        else:
+            base = ns.pod_cidr.split("/")[0].rsplit(".", 1)[0]
+            run.ip = f"{base}.{ns.next_ip}"
+            ns.next_ip = 2 + (ns.next_ip - 1) % 253
+        self.runs[key] = run
+        self.stats["pods_started"] += 1
+        self._write_pod_status(run)
+        first = inits[:1] if inits else mains
+        self._prepare(run, first)
+
+    def _prepare(self, run: PodRun, conts: list[ContainerRun]) -> None:
+        """Pull missing images, then start the containers after ``pod_start_s``."""
+        images = [c.image for c in conts]
+        pull = self.pull_seconds(run.node, images)
+        if pull > 0:
+            missing = sorted({i for i in images if not self.has_image(run.node, i)})
+            self._pod_event(run, "Normal", "Pulling", f'Pulling image "{missing[0]}"')
+
+            def pulled() -> None:
+                self.stats["image_pulls"] += len(missing)
+                self.add_images(run.node, missing)
+                self.world.timeline.count("image_pulls", len(missing))
+                self._pod_event(run, "Normal", "Pulled",
+                                f'Successfully pulled image "{missing[0]}" in {pull:.1f}s')
+                self._start_after(run, conts, self.timings.pod_start_s)
+
+            run.timers.append(self._after(pull, pulled))
+        else:
+            self._start_after(run, conts, self.timings.pod_start_s)
+
+    def _start_after(self, run: PodRun, conts: list[ContainerRun], delay: float) -> None:
+        def go() -> None:
+            if self.runs.get(run.key) is not run or run.stopping:
+                return
+            for c in conts:
+                self._start_container(run, c)
+            self._mark_pod(run.key)
+        run.timers.append(self._after(delay, go))
+
+    def _fault_ctx(self, run: PodRun, c: ContainerRun) -> dict[str, Any]:
+        md = run.pod["metadata"]
+        labels = md.get("labels") or {}
+        ref = pu.controller_ref(run.pod) or {}
+        ctx = {"namespace": run.key[0], "pod": run.key[1], "container": c.name,
+               "image": c.image, "node": run.node, "owner": ref.get("name", ""),
+               "owner_kind": ref.get("kind", "")}
+        job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
+        if job:
+            ctx["job"] = job
+        return ctx
+
+    def _start_container(self, run: PodRun, c: ContainerRun) -> None:
+        now = self._now()
+        c.state = "running"
+        c.reason = ""
+        c.started_at = now
+        c.container_id = "containerd://" + hashlib.sha256(
+            f"{run.uid}/{c.name}/{c.restarts}".encode()).hexdigest()
+        probe = c.spec.get("readinessProbe") or {}
+        delay = float(probe.get("initialDelaySeconds") or 0)
+        if c.init:
+            c.ready = False
+        elif delay > 0:
+            c.ready = False
+
+            def ready(c: ContainerRun = c) -> None:
+                if c.state == "running":
+                    c.ready = True
+                    self._mark_pod(run.key)
+            run.timers.append(self._after(delay, ready))
+        else:
+            c.ready = True
+        self._run_program(run, c)
+
+    def _run_program(self, run: PodRun, c: ContainerRun) -> None:
+        ctx = self._fault_ctx(run, c)
+        faults = self.world.faults
+        fault = faults.match("pod_fail", **ctx)
+        if fault is None and "job" in ctx:
+            fault = faults.match("job_fail", **ctx)
+        if fault is not None:
+            code = int(fault.get("exit_code", 1))
+            msg = fault.get("message") or f"simulated failure (exit code {code})"
+            self._log(run, c, msg)
+            c.timer = self._after(float(fault.get("seconds", 1.0)),
+                                  lambda: self._container_exited(run, c, code))
+            return
+        if "job" in ctx and faults.match("job_hang", **ctx) is not None:
+            return  # runs forever
+        found = REGISTRY.find(c.image, list(c.spec.get("command") or []),
+                              list(c.spec.get("args") or []))
+        if found is None:
+            return  # unknown images run forever (long-running services)
+        name, program = found
+        pctx = ProgramContext(world=self.world, client=self.world.client_for(f"program/{name}"),
+                              pod=run.pod, container=c.spec, node=run.node,
+                              env=self._env(run, c))
+        pctx.logs = self.logs.setdefault((run.key[0], run.key[1], c.name), [])
+        try:
+            c.gen = program(pctx)
+        except Exception:  # noqa: BLE001
+            self._log(run, c, traceback.format_exc())
+            c.timer = self._after(0.0, lambda: self._container_exited(run, c, 1))
+            return
+        c.timer = self._after(0.0, lambda: self._step(run, c))
+
+    def _step(self, run: PodRun, c: ContainerRun) -> None:
+        c.timer = None
+        gen = c.gen
+        if gen is None or self.runs.get(run.key) is not run:
+            return
+        try:
+            delay = next(gen)
+        except StopIteration as stop:
+            c.gen = None
+            code = stop.value if isinstance(stop.value, int) else 0
+            self._container_exited(run, c, code)
+            return
+        except Exception:  # noqa: BLE001 - a crashing program is a crashing container
+            c.gen = None
+            self._log(run, c, traceback.format_exc().rstrip())
+            self._container_exited(run, c, 1)
+            return
+        c.timer = self._after(float(delay or 0.0), lambda: self._step(run, c))
+
+    def _log(self, run: PodRun, c: ContainerRun, line: str) -> None:
+        self.logs.setdefault((run.key[0], run.key[1], c.name), []).append(line)
+
+    def _env(self, run: PodRun, c: ContainerRun) -> dict[str, str]:
+        pod = run.pod
+        ns_ = run.key[0]
+        env: dict[str, str] = {}
+        for src in c.spec.get("envFrom") or []:
+            prefix = src.get("prefix", "")
+            if src.get("configMapRef"):
+                cm = self.client.try_get("v1", "ConfigMap", src["configMapRef"].get("name", ""),
+                                         ns_)
+                for k, v in ((cm or {}).get("data") or {}).items():
+                    env[prefix + k] = str(v)
+            if src.get("secretRef"):
+                sec = self.client.try_get("v1", "Secret", src["secretRef"].get("name", ""), ns_)
+                for k, v in ((sec or {}).get("data") or {}).items():
+                    env[prefix + k] = _b64(v)
+        for e in c.spec.get("env") or []:
+            name = e.get("name", "")
+            if "value" in e:
+                env[name] = str(e.get("value") or "")
+                continue
+            vf = e.get("valueFrom") or {}
+            if vf.get("fieldRef"):
+                env[name] = self._field_ref(run, vf["fieldRef"].get("fieldPath", ""))
+            elif vf.get("configMapKeyRef"):
+                r = vf["configMapKeyRef"]
+                cm = self.client.try_get("v1", "ConfigMap", r.get("name", ""), ns_)
+                env[name] = str(((cm or {}).get("data") or {}).get(r.get("key", ""), ""))
+            elif vf.get("secretKeyRef"):
+                r = vf["secretKeyRef"]
+                sec = self.client.try_get("v1", "Secret", r.get("name", ""), ns_)
+                env[name] = _b64(((sec or {}).get("data") or {}).get(r.get("key", ""), ""))
+        del pod
+        return env
+
+    def _field_ref(self, run: PodRun, path: str) -> str:
+        md = run.pod["metadata"]
+        ns = self.nodes.get(run.node)
+        simple = {"metadata.name": md["name"], "metadata.namespace": md.get("namespace", ""),
+                  "metadata.uid": md.get("uid", ""), "spec.nodeName": run.node,
+                  "spec.serviceAccountName": (run.pod.get("spec") or {}).get(
+                      "serviceAccountName", "default"),
+                  "status.podIP": run.ip, "status.hostIP": ns.ip if ns else ""}
+        if path in simple:
+            return str(simple[path])
+        for prefix, src in (("metadata.labels", md.get("labels") or {}),
+                            ("metadata.annotations", md.get("annotations") or {})):
+            if path.startswith(prefix + "['") and path.endswith("']"):
+                return str(src.get(path[len(prefix) + 2:-2], ""))
+        return ""
+
+    def _container_exited(self, run: PodRun, c: ContainerRun, code: int) -> None:
+        if self.runs.get(run.key) is not run or run.stopping:
+            return
+        self._close_container(c)
+        c.state = "terminated"
+        c.ready = False
+        c.exit_code = int(code)
+        c.reason = "Completed" if code == 0 else "Error"
+        c.finished_at = self._now()
+        policy = (run.pod.get("spec") or {}).get("restartPolicy") or "Always"
+        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        if c.init:
+            if code == 0:
+                idx = run.inits.index(c)
+                if idx + 1 < len(run.inits):
+                    nxt = run.inits[idx + 1]
+                    nxt.reason = "ContainerCreating"
+                    self._prepare(run, [nxt])
+                else:
+                    run.init_done = True
+                    for m in run.containers:
+                        m.reason = "ContainerCreating"
+                    self._prepare(run, run.containers)
+            elif policy == "Never":
+                self._terminate_pod(run, "Failed")
+                return
+            else:
+                self._restart(run, c)
+            self._mark_pod(run.key)
+            return
+        if restart:
+            self._restart(run, c)
+            self._mark_pod(run.key)
+            return
+        if all(m.state == "terminated" for m in run.containers):
+            ok = all(m.exit_code == 0 for m in run.containers)
+            self._terminate_pod(run, "Succeeded" if ok else "Failed")
+            return
+        self._mark_pod(run.key)
+
+    def _restart(self, run: PodRun, c: ContainerRun) -> None:
+        backoff = min(RESTART_BACKOFF_S * (2 ** min(c.restarts, 10)), RESTART_BACKOFF_MAX_S)
+        c.last_term = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
+                                      "startedAt": c.started_at, "finishedAt": c.finished_at,
+                                      "containerID": c.container_id}}
+        c.restarts += 1
+        c.state = "waiting"
+        c.reason = "CrashLoopBackOff" if c.exit_code != 0 else "Completed"
+
+        def again() -> None:
+            if self.runs.get(run.key) is run and not run.stopping:
+                self._start_container(run, c)
+                self._mark_pod(run.key)
+        c.timer = self._after(backoff, again)
+
+    def _terminate_pod(self, run: PodRun, phase: str, reason: str | None = None,
+                       message: str | None = None) -> None:
+        run.phase = phase
+        run.reason = reason
+        run.message = message
+        self._stop_run(run)
+        self.done_uids.add(run.uid)
+        self._write_pod_status(run)
+        self.runs.pop(run.key, None)
+
+    # ------------------------------------------------------------------ pod status
+    def _container_status(self, run: PodRun, c: ContainerRun) -> dict[str, Any]:
+        st: dict[str, Any] = {"name": c.name, "image": c.image, "imageID": "",
+                              "ready": c.ready, "restartCount": c.restarts,
+                              "started": c.state == "running"}
+        if c.state != "waiting" or c.restarts:
+            st["imageID"] = normalize_image(c.image).split("@")[0].rsplit(":", 1)[0] + \
+                "@sha256:" + hashlib.sha256(normalize_image(c.image).encode()).hexdigest()
+        if c.container_id and c.state != "waiting":
+            st["containerID"] = c.container_id
+        if c.state == "running":
+            st["state"] = {"running": {"startedAt": c.started_at}}
+        elif c.state == "terminated":
+            st["state"] = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
+                                          "startedAt": c.started_at or c.finished_at,
+                                          "finishedAt": c.finished_at,
+                                          "containerID": c.container_id}}
+        else:
+            w: dict[str, Any] = {"reason": c.reason}
+            if c.reason == "CrashLoopBackOff":
+                w["message"] = (f"back-off {int(RESTART_BACKOFF_S)}s restarting failed "
+                                f"container={c.name} pod={run.key[1]}_{run.key[0]}({run.uid})")
+            st["state"] = {"waiting": w}
+        st["lastState"] = c.last_term or {}
+        return st
+
+    def _pod_phase(self, run: PodRun) -> str:
+        if run.phase in ("Succeeded", "Failed"):
+            return run.phase
+        if run.init_done or not run.inits:
+            if any(c.state == "running" for c in run.containers) or any(
+                    c.restarts for c in run.containers):
+                return "Running"
+        return "Pending"
+
+    def _write_pod_status(self, run: PodRun) -> None:
+        ns = self.nodes.get(run.node)
+        now = self._now()
+        phase = self._pod_phase(run)
+        terminal = phase in ("Succeeded", "Failed")
+        inits_done = run.init_done or not run.inits or terminal
+        not_ready = [c.name for c in run.containers if not c.ready]
+        pending_inits = [c.name for c in run.inits if c.state != "terminated" or c.exit_code]
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+            if cur["metadata"].get("uid") != run.uid:
+                return None
+            st = cur.setdefault("status", {})
+            st["phase"] = phase
+            st["hostIP"] = ns.ip if ns else st.get("hostIP", "")
+            st["hostIPs"] = [{"ip": st["hostIP"]}]
+            if run.ip:
+                st["podIP"] = run.ip
+                st["podIPs"] = [{"ip": run.ip}]
+            st["startTime"] = st.get("startTime") or run.start_time
+            st["qosClass"] = _qos(cur)
+            for k, v in (("reason", run.reason), ("message", run.message)):
+                if v is None:
+                    st.pop(k, None)
+                else:
+                    st[k] = v
+            conds = st.setdefault("conditions", [])
+            pu.set_condition(conds, "PodReadyToStartContainers", "False" if terminal and
+                             run.phase == "Failed" and run.reason == GNS_REASON else "True",
+                             now=now, probe=False)
+            if inits_done:
+                pu.set_condition(conds, "Initialized", "True", now=now)
+            else:
+                pu.set_condition(conds, "Initialized", "False", "ContainersNotInitialized",
+                                 f"containers with incomplete status: [{' '.join(pending_inits)}]",
+                                 now=now)
+            if terminal:
+                for t in ("Ready", "ContainersReady"):
+                    pu.set_condition(conds, t, "False", "PodCompleted", None, now)
+            elif not_ready:
+                msg = f"containers with unready status: [{' '.join(not_ready)}]"
+                for t in ("Ready", "ContainersReady"):
+                    pu.set_condition(conds, t, "False", "ContainersNotReady", msg, now)
+            else:
+                for t in ("Ready", "ContainersReady"):
+                    pu.set_condition(conds, t, "True", None, None, now)
+            for c in conds:
+                c.setdefault("lastProbeTime", None)
+            order = {"PodReadyToStartContainers": 0, "Initialized": 1, "Ready": 2,
+                     "ContainersReady": 3, "PodScheduled": 4}
+            conds.sort(key=lambda c: order.get(c.get("type", ""), 5))
+            if run.inits:
+                st["initContainerStatuses"] = [self._container_status(run, c)
+                                               for c in run.inits]
+            st["containerStatuses"] = [self._container_status(run, c) for c in run.containers]
+            return cur
+
+        pu.ignore_missing(lambda: self.client.modify("v1", "Pod", run.key[1], fn, run.key[0],
+                                                     subresource="status"))
+
+    def _pod_event(self, run: PodRun, type_: str, reason: str, message: str) -> None:
+        pu.record_event(self.client, run.pod, type_, reason, message, "kubelet", run.node,
+                        self.clock)
+
+    # ------------------------------------------------------------------ logs
+    def pod_logs(self, namespace: str, pod: str, container: str | None = None) -> str:
+        if not container:
+            p = self.pods.get(namespace, pod)
+            conts = ((p or {}).get("spec") or {}).get("containers") or []
+            container = conts[0].get("name", "") if conts else ""
+        lines = self.logs.get((namespace, pod, container or ""), [])
+        return "".join(line + "\n" for line in list(lines))
+
+    # ------------------------------------------------------------------ reboot / restart
+    def reboot(self, node: str, new_os_image: str | None = None,
+               new_kubelet_version: str | None = None) -> bool:
+        """Reboot a node: NotReady for ``timings.reboot_s``, every pod on it dies, then Ready
+        with the new versions. Returns False when the node is unknown or already down."""
+        ns = self.nodes.get(node)
+        if ns is None or ns.down:
+            return False
+        ns.down = "reboot"
+        ns.reboots += 1
+        self.stats["reboots"] += 1
+        killed = self._kill_pods(node)
+        self.world.timeline.record("node_reboot", node=node, pods_killed=killed,
+                                   new_os_image=new_os_image,
+                                   new_kubelet_version=new_kubelet_version)
+        self.world.timeline.count("node_reboots")
+        self._go_down(ns)
+        if self.world.faults.match("node_never_returns", node=node) is not None:
+            ns.down = "lost"
+            self.world.timeline.record("node_lost", node=node)
+            return True
+        info: dict[str, str] = {}
+        if new_os_image:
+            info["osImage"] = new_os_image
+        if new_kubelet_version:
+            info["kubeletVersion"] = new_kubelet_version
+            info["kubeProxyVersion"] = new_kubelet_version
+        self._after(self.timings.reboot_s, lambda: self._come_back(node, info, True))
+        return True
+
+    def restart_kubelet(self, node: str, new_kubelet_version: str | None = None) -> bool:
+        """Restart the kubelet (RKE2 upgrade): a short NotReady blip, pods keep running."""
+        ns = self.nodes.get(node)
+        if ns is None or ns.down:
+            return False
+        ns.down = "restart"
+        self.world.timeline.record("kubelet_restart", node=node,
+                                   new_kubelet_version=new_kubelet_version)
+        self.world.timeline.count("kubelet_restarts")
+        self._go_down(ns, no_execute=False)
+        info: dict[str, str] = {}
+        if new_kubelet_version:
+            info["kubeletVersion"] = new_kubelet_version
+            info["kubeProxyVersion"] = new_kubelet_version
+        self._after(self.timings.rke2_restart_s, lambda: self._come_back(node, info, False))
+        return True
+
+    def _go_down(self, ns: NodeState, no_execute: bool = True) -> None:
+        if ns.lease_timer is not None:
+            ns.lease_timer.cancel()
+            ns.lease_timer = None
+        self._write_node_status(ns.name)
+        self._set_unreachable_taints(ns.name, True, no_execute)
+        self.world.timeline.record("node_not_ready", node=ns.name, why=ns.down)
+        node = self.nodes_inf.get("", ns.name)
+        if node is not None:
+            pu.record_event(self.client, node, "Normal", "NodeNotReady",
+                            f"Node {ns.name} status is now: NodeNotReady",
+                            "node-controller", None, self.clock)
+
+    def _come_back(self, node: str, info: dict[str, str], rebooted: bool) -> None:
+        ns = self.nodes.get(node)
+        if ns is None or ns.down in ("", "lost"):
+            return
+        ns.down = ""
+        if rebooted:
+            ns.boot_id = str(uuid.UUID(int=self._det_int(node, f"boot{ns.reboots}")))
+        ns.pending_info = dict(info)
+        self._write_node_status(node, heartbeat=True)
+        self._set_unreachable_taints(node, False)
+        self._schedule_lease(ns, first=True)
+        self.world.timeline.record("node_ready", node=node, **info)
+        n = self.nodes_inf.get("", node)
+        if n is not None:
+            if rebooted:
+                pu.record_event(self.client, n, "Warning", "Rebooted",
+                                f"Node {node} has been rebooted, boot id: {ns.boot_id}",
+                                "kubelet", node, self.clock)
+            pu.record_event(self.client, n, "Normal", "NodeReady",
+                            f"Node {node} status is now: NodeReady", "kubelet", node,
+                            self.clock)
+        for pod in self.pods.on_node(node):
+            self._handle_pod(pod)
+
+    def _kill_pods(self, node: str) -> list[str]:
+        """What a node shutdown does to its pods (graceful node shutdown semantics)."""
+        killed = []
+        for pod in sorted(self.pods.on_node(node), key=pu.key_of):
+            key = pu.key_of(pod)
+            run = self.runs.get(key)
+            if pu.is_deleting(pod):
+                if run is not None:
+                    self._stop_run(run)
+                    self.runs.pop(key, None)
+                self.world.store.finish_graceful_delete(self.pod_rt, key[0], key[1])
+                killed.append(f"{key[0]}/{key[1]}")
+                continue
+            if pu.is_terminal(pod) and run is None:
+                continue
+            if run is None:
+                continue  # bound but never started: it starts when the node is back
+            now = self._now()
+            for c in run.all():
+                if c.state != "terminated":
+                    self._close_container(c)
+                    c.state = "terminated"
+                    c.ready = False
+                    c.exit_code = 137
+                    c.reason = "Error"
+                    c.finished_at = now
+            self.stats["pods_killed"] += 1
+            killed.append(f"{key[0]}/{key[1]}")
+            self._terminate_pod(run, "Failed", GNS_REASON, GNS_MESSAGE)
+        return killed
+
+
+def _b64(v: Any) -> str:
+    import base64
+
+    try:
+        return base64.b64decode(str(v)).decode("utf-8", "replace")
+    except ValueError:
+        return ""
+
+
+def _qos(pod: dict[str, Any]) -> str:
+    conts = list((pod.get("spec") or {}).get("containers") or []) + list(
+        (pod.get("spec") or {}).get("initContainers") or [])
+    any_set = False
+    guaranteed = True
+    for c in conts:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and pu.parse_quantity(req[r]) !=
+                                pu.parse_quantity(lim[r])):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def setup(world: Any) -> Kubelet:
+    return Kubelet(world)

@@ -1,0 +1,652 @@
+"""Simulated Longhorn (``longhorn.io/v1beta2``): volumes, replicas, engines, instance managers.
+
+* Every Volume has ``spec.numberOfReplicas`` Replica objects on distinct nodes (the scenario
+  loader usually creates them; missing ones are created here) and one Engine.
+* Replicas live in their node's instance manager: a pod ``instance-manager-<hash>`` in
+  ``longhorn-system`` per node. When that pod dies (node reboot, eviction) the node's
+  replicas of attached volumes fail (``spec.failedAt``, ``status.currentState: error``;
+  a detached volume's replicas run no process and keep their data) and volumes become
+  ``degraded`` (``faulted`` with no healthy replica). The pod is recreated once the node is
+  Ready and either schedulable or rebooted (so a drain does not loop on it); the failed
+  replicas then rebuild for ``timings.replica_rebuild_s`` and are healthy again.
+  A kubelet restart (node NotReady, pods kept) does not touch replicas, as in Longhorn.
+* Attachment follows the pods that mount the volume's PVC: ``status.state``
+  attached/detached, ``status.currentNodeID`` (the oldest running user), engine ``nodeID``,
+  ``kubernetesStatus.workloadsStatus``. Robustness is ``unknown`` while detached (unless
+  faulted), as in Longhorn.
+* The instance-manager PodDisruptionBudget (``minAvailable: 1``, named after the instance
+  manager) exists exactly while its node holds the last healthy replica of an attached
+  volume, so draining that node is refused; it is deleted when the node is safe.
+* Settings: a few defaults (``replica-replenishment-wait-interval`` etc.) are created when
+  missing, so the upgrade can read and change them.
+
+Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; params
+``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
+fails healthy replicas of the volume; with ``heal_after_s`` they rebuild after that delay.
+Timeline: ``replica_failed``, ``replica_rebuilt``, ``volume_degraded``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.errors import ApiError
+
+log = logging.getLogger("harvester_sim.longhorn")
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+API = "longhorn.io/v1beta2"
+NS = "longhorn-system"
+IM_IMAGE = "longhornio/longhorn-instance-manager:v1.7.2"
+IM_LABEL = "longhorn.io/component"
+FAULT_POLL_S = 5.0
+
+DEFAULT_SETTINGS = {
+    "replica-replenishment-wait-interval": "600",
+    "node-drain-policy": "block-if-contains-last-replica",
+    "default-replica-count": "3",
+    "concurrent-replica-rebuild-per-node-limit": "5",
+    "storage-over-provisioning-percentage": "200",
+    "storage-minimal-available-percentage": "25",
+    "auto-delete-pod-when-volume-detached-unexpectedly": "true",
+}
+
+
+@dataclass
+class Rep:
+    name: str
+    volume: str
+    node: str
+    healthy: bool
+    rebuilding: bool = False
+    cause: str = ""             # why it failed: "im" (rebuilt when back), "fault", "initial"
+
+
+@dataclass
+class Vol:
+    name: str
+    replicas: int
+    attached: str = ""
+    users: dict[Key, str] = field(default_factory=dict)   # pod -> node (running pods)
+    pvc: Key | None = None
+    faulted_by: int = 0
+
+
+def im_name(node: str) -> str:
+    return "instance-manager-" + hashlib.md5(node.encode()).hexdigest()  # noqa: S324
+
+
+class Longhorn:
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.c = world.client_for("longhorn-manager")
+        self.timings = world.timings
+        self.vols: dict[str, Vol] = {}
+        self.reps: dict[str, Rep] = {}
+        self.reps_by_vol: dict[str, set[str]] = {}
+        self.im_up: dict[str, bool] = {}
+        self.nodes: dict[str, Obj] = {}
+        self.rebooted: set[str] = set()
+        self.pdbs: set[str] = set()
+        self.claim_vol: dict[Key, str] = {}
+        self.pod_vols: dict[Key, list[str]] = {}
+        self._pdb_queued = False
+        self._fault_timer: Any = None
+        rt = world.runtime
+        rt.on("longhorn.io", "volumes", self._on_volume)
+        rt.on("longhorn.io", "replicas", self._on_replica)
+        rt.on("", "nodes", self._on_node)
+        rt.on("", "pods", self._on_pod)
+        rt.call_soon(self._seed)
+        self._fault_timer = rt.after(FAULT_POLL_S, self._poll_faults)
+
+    @property
+    def has_kubelet(self) -> bool:
+        return "kubelet" in self.world.controllers
+
+    def _now(self) -> str:
+        return str(self.world.clock.timestamp())
+
+    def _ensure_namespace(self) -> None:
+        if self.c.try_get("v1", "Namespace", NS) is None:
+            try:
+                self.c.create({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": NS}})
+            except ApiError:
+                pass
+
+    def _seed(self) -> None:
+        self._ensure_namespace()
+        try:
+            for name, value in DEFAULT_SETTINGS.items():
+                if self.c.try_get(API, "Setting", name, NS) is None:
+                    self.c.create({"apiVersion": API, "kind": "Setting",
+                                   "metadata": {"name": name, "namespace": NS},
+                                   "value": value, "status": {"applied": True}})
+            vols = self.c.list(API, "Volume", NS)
+            reps = self.c.list(API, "Replica", NS)
+        except ApiError:
+            return  # Longhorn CRDs not installed
+        for pod in self.c.list("v1", "Pod", NS, label_selector={IM_LABEL: "instance-manager"}):
+            self._on_pod("ADDED", pod, None)
+        for node in self.c.list("v1", "Node"):
+            self._on_node("ADDED", node, None)
+        for r in reps:
+            self._on_replica("ADDED", r, None)
+        for v in vols:
+            self._on_volume("ADDED", v, None)
+
+    # ------------------------------------------------------------------ nodes / IM pods
+    def _on_node(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        name = obj["metadata"]["name"]
+        if type_ == "DELETED":
+            self.nodes.pop(name, None)
+            return
+        was_ready = _ready(self.nodes[name]) if name in self.nodes else None
+        self.nodes[name] = obj
+        ready = _ready(obj)
+        if was_ready and not ready:
+            self.rebooted.add(name)
+        if was_ready is None:
+            self._ensure_lh_node(name)
+        if ready and not self.im_up.get(name):
+            self._ensure_im(name)
+
+    def _ensure_lh_node(self, name: str) -> None:
+        if self.c.try_get(API, "Node", name, NS) is not None:
+            return
+        try:
+            self.c.create({"apiVersion": API, "kind": "Node",
+                           "metadata": {"name": name, "namespace": NS},
+                           "spec": {"name": name, "allowScheduling": True,
+                                    "evictionRequested": False, "disks": {}},
+                           "status": {"conditions": [
+                               {"type": "Ready", "status": "True"},
+                               {"type": "Schedulable", "status": "True"}]}})
+        except ApiError:
+            pass
+
+    def _ensure_im(self, node: str) -> None:
+        n = self.nodes.get(node)
+        if n is None or not _ready(n):
+            return
+        name = im_name(node)
+        pod = self.c.try_get("v1", "Pod", name, NS)
+        if pod is not None:
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
+                self.c.delete("v1", "Pod", name, NS, grace_period=0)
+            return
+        if (n.get("spec") or {}).get("unschedulable") and node not in self.rebooted and \
+                node in self.im_up:
+            return  # being drained: Longhorn's manager waits for the node to come back
+        self.rebooted.discard(node)
+        self._ensure_namespace()
+        try:
+            self.c.create({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NS, "labels": {
+                    IM_LABEL: "instance-manager", "longhorn.io/instance-manager-type": "aio",
+                    "longhorn.io/node": node, "longhorn.io/managed-by": "longhorn-manager",
+                    "longhorn.io/data-engine": "v1"}},
+                "spec": {"nodeName": node, "restartPolicy": "Never",
+                         "priorityClassName": "longhorn-critical",
+                         "tolerations": [{"operator": "Exists"}],
+                         "terminationGracePeriodSeconds": 30,
+                         "containers": [{"name": "instance-manager", "image": IM_IMAGE,
+                                         "resources": {"requests": {"cpu": "100m"}}}]},
+            })
+        except ApiError:
+            return
+        if not self.has_kubelet:
+            def run() -> None:
+                def fn(p: Obj) -> Obj | None:
+                    if p["metadata"].get("deletionTimestamp"):
+                        return None
+                    p["status"] = {"phase": "Running", "conditions": [
+                        {"type": "Ready", "status": "True"}]}
+                    return p
+                try:
+                    self.c.modify("v1", "Pod", name, fn, NS, "status")
+                except ApiError:
+                    pass
+            self.world.runtime.after(self.timings.pod_start_s, run)
+
+    def _on_pod(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        md = obj["metadata"]
+        labels = md.get("labels") or {}
+        if md.get("namespace") == NS and labels.get(IM_LABEL) == "instance-manager":
+            self._on_im_pod(type_, obj)
+            return
+        vols = (obj.get("spec") or {}).get("volumes")
+        if not vols:
+            return
+        key = (md.get("namespace", ""), md["name"])
+        phase = (obj.get("status") or {}).get("phase")
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        using = type_ != "DELETED" and phase == "Running" and bool(node) and \
+            not md.get("deletionTimestamp")
+        names = self.pod_vols.get(key)
+        if names is None:
+            if not using:
+                return
+            names = []
+            for v in vols:
+                claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim:
+                    vol = self._claim_volume(key[0], claim)
+                    if vol:
+                        names.append(vol)
+            self.pod_vols[key] = names
+        if not using:
+            self.pod_vols.pop(key, None)
+        for vol in names:
+            v = self.vols.get(vol)
+            if v is None:
+                continue
+            if using:
+                v.users[key] = node
+            else:
+                v.users.pop(key, None)
+            self._sync_attachment(v)
+
+    def _claim_volume(self, ns: str, claim: str) -> str:
+        ck = (ns, claim)
+        if ck not in self.claim_vol:
+            pvc = self.c.try_get("v1", "PersistentVolumeClaim", claim, ns)
+            vol = str(((pvc or {}).get("spec") or {}).get("volumeName") or "")
+            if not vol:
+                return ""
+            self.claim_vol[ck] = vol
+            v = self.vols.get(vol)
+            if v is not None:
+                v.pvc = ck
+        return self.claim_vol[ck]
+
+    def _on_im_pod(self, type_: str, obj: Obj) -> None:
+        node = (obj["metadata"].get("labels") or {}).get("longhorn.io/node") or \
+            (obj.get("spec") or {}).get("nodeName") or ""
+        phase = (obj.get("status") or {}).get("phase")
+        up = type_ != "DELETED" and phase == "Running" and \
+            not obj["metadata"].get("deletionTimestamp")
+        was = self.im_up.get(node)
+        self.im_up[node] = up
+        if was and not up:
+            # Only replicas with a running process die with the instance manager: those of
+            # attached volumes. A detached volume's replicas are stopped, their data stays on
+            # the node's disk (they fail if the volume attaches while the node is down).
+            for r in [r for r in self.reps.values() if r.node == node]:
+                if self._attached(r.volume):
+                    self._fail_replica(r, "instance manager on the node is gone")
+        elif up and not was:
+            for r in [r for r in self.reps.values()
+                      if r.node == node and not r.healthy and r.cause == "im"]:
+                self._rebuild(r)
+        if type_ == "DELETED" or phase in ("Failed", "Succeeded"):
+            self.world.runtime.after(1.0, lambda: self._ensure_im(node))
+        self._queue_pdbs()
+
+    # ------------------------------------------------------------------ volumes / replicas
+    def _on_volume(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        md = obj["metadata"]
+        name = md["name"]
+        if type_ == "DELETED":
+            self.vols.pop(name, None)
+            self._queue_pdbs()
+            return
+        if md.get("deletionTimestamp"):
+            self._delete_volume(obj)
+            return
+        spec = obj.get("spec") or {}
+        v = self.vols.get(name)
+        st = obj.get("status") or {}
+        if v is None:
+            v = self.vols[name] = Vol(name, int(spec.get("numberOfReplicas") or 3),
+                                      attached=str(st.get("currentNodeID") or "")
+                                      if st.get("state") == "attached" else "")
+            ks = st.get("kubernetesStatus") or {}
+            if ks.get("pvcName"):
+                v.pvc = (ks.get("namespace", ""), ks["pvcName"])
+                self.claim_vol[v.pvc] = name
+            self._ensure_replicas(v)
+            self._ensure_engine(v)
+            self._write_volume(v)
+        else:
+            v.replicas = int(spec.get("numberOfReplicas") or v.replicas)
+
+    def _ensure_replicas(self, v: Vol) -> None:
+        have = [self.reps[r] for r in self.reps_by_vol.get(v.name, ()) if r in self.reps]
+        used = {r.node for r in have}
+        pool = sorted(n for n, o in self.nodes.items()
+                      if "node-role.harvesterhci.io/witness" not in
+                      ((o.get("metadata") or {}).get("labels") or {}))
+        start = int(hashlib.md5(v.name.encode()).hexdigest(), 16) % max(1, len(pool))  # noqa: S324
+        pool = pool[start:] + pool[:start]
+        for node in pool:
+            if len(have) >= v.replicas:
+                break
+            if node in used:
+                continue
+            rname = f"{v.name}-r-{hashlib.md5((v.name + node).encode()).hexdigest()[:8]}"  # noqa: S324
+            healthy = self.im_up.get(node, True)
+            try:
+                self.c.create({
+                    "apiVersion": API, "kind": "Replica",
+                    "metadata": {"name": rname, "namespace": NS,
+                                 "labels": {"longhornvolume": v.name, "longhornnode": node}},
+                    "spec": {"volumeName": v.name, "nodeID": node, "active": True,
+                             "desireState": "running", "dataEngine": "v1",
+                             "failedAt": "" if healthy else self._now()},
+                    "status": {"currentState": "running" if healthy else "error",
+                               "ownerID": node, "started": healthy,
+                               "instanceManagerName": im_name(node)}})
+            except ApiError:
+                continue
+            r = Rep(rname, v.name, node, healthy)
+            self.reps[rname] = r
+            self.reps_by_vol.setdefault(v.name, set()).add(rname)
+            have.append(r)
+            used.add(node)
+
+    def _ensure_engine(self, v: Vol) -> None:
+        name = f"{v.name}-e-0"
+        if self.c.try_get(API, "Engine", name, NS) is not None:
+            return
+        try:
+            self.c.create({"apiVersion": API, "kind": "Engine",
+                           "metadata": {"name": name, "namespace": NS,
+                                        "labels": {"longhornvolume": v.name}},
+                           "spec": {"volumeName": v.name, "nodeID": v.attached,
+                                    "desireState": "running" if v.attached else "stopped",
+                                    "dataEngine": "v1"},
+                           "status": {"currentState": "running" if v.attached else "stopped",
+                                      "replicaModeMap": self._mode_map(v)}})
+        except ApiError:
+            pass
+
+    def _mode_map(self, v: Vol) -> dict[str, str]:
+        out = {}
+        for rn in sorted(self.reps_by_vol.get(v.name, ())):
+            r = self.reps.get(rn)
+            if r is not None:
+                out[rn] = "RW" if r.healthy else ("WO" if r.rebuilding else "ERR")
+        return out
+
+    def _on_replica(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        md = obj["metadata"]
+        name = md["name"]
+        spec = obj.get("spec") or {}
+        if type_ == "DELETED":
+            r = self.reps.pop(name, None)
+            if r is not None:
+                self.reps_by_vol.get(r.volume, set()).discard(name)
+            return
+        healthy = (obj.get("status") or {}).get("currentState") == "running" and \
+            not spec.get("failedAt")
+        r = self.reps.get(name)
+        if r is None:
+            r = self.reps[name] = Rep(name, str(spec.get("volumeName") or ""),
+                                      str(spec.get("nodeID") or ""), healthy,
+                                      cause="" if healthy else "initial")
+            self.reps_by_vol.setdefault(r.volume, set()).add(name)
+        elif not r.rebuilding:
+            r.healthy = healthy
+
+    def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False) -> None:
+        r.healthy = healthy
+        r.rebuilding = rebuilding
+        now = self._now()
+
+        def spec_fn(cur: Obj) -> Obj | None:
+            sp = cur.setdefault("spec", {})
+            before = dict(sp)
+            if healthy:
+                sp["failedAt"] = ""
+                sp["healthyAt"] = now
+            elif not sp.get("failedAt"):
+                sp["failedAt"] = now
+            sp["desireState"] = "running" if healthy or rebuilding else "stopped"
+            return None if sp == before else cur
+
+        def status_fn(cur: Obj) -> Obj | None:
+            st = cur.setdefault("status", {})
+            before = dict(st)
+            st["currentState"] = "running" if healthy or rebuilding else "error"
+            st["started"] = healthy or rebuilding
+            return None if st == before else cur
+        try:
+            self.c.modify(API, "Replica", r.name, spec_fn, NS)
+            self.c.modify(API, "Replica", r.name, status_fn, NS, "status")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+        v = self.vols.get(r.volume)
+        if v is not None:
+            self._write_volume(v)
+        self._queue_pdbs()
+
+    def _fail_replica(self, r: Rep, why: str, cause: str = "im") -> None:
+        if not r.healthy and not r.rebuilding:
+            return
+        r.cause = cause
+        self._set_replica(r, False)
+        self.world.timeline.record("replica_failed", volume=r.volume, replica=r.name,
+                                   node=r.node, reason=why)
+
+    def _rebuild(self, r: Rep) -> None:
+        if r.healthy or r.rebuilding or not self.im_up.get(r.node):
+            return
+        self._set_replica(r, False, rebuilding=True)
+
+        def done() -> None:
+            if r.rebuilding and self.im_up.get(r.node) and r.name in self.reps:
+                r.cause = ""
+                self._set_replica(r, True)
+                self.world.timeline.record("replica_rebuilt", volume=r.volume,
+                                           replica=r.name, node=r.node)
+        self.world.runtime.after(self.timings.replica_rebuild_s, done)
+
+    def _sync_attachment(self, v: Vol) -> None:
+        node = next(iter(v.users.values()), "") if v.users else ""
+        if v.attached in v.users.values():
+            node = v.attached
+        if node == v.attached:
+            return
+        v.attached = node
+        if node:   # attaching starts the replicas: those on a node without its IM fail
+            for rn in sorted(self.reps_by_vol.get(v.name, ())):
+                r = self.reps.get(rn)
+                if r is not None and not self.im_up.get(r.node, True):
+                    self._fail_replica(r, "instance manager on the node is gone")
+
+        def eng(cur: Obj) -> Obj:
+            cur.setdefault("spec", {})["nodeID"] = node
+            cur["spec"]["desireState"] = "running" if node else "stopped"
+            return cur
+        try:
+            self.c.modify(API, "Engine", f"{v.name}-e-0", eng, NS)
+        except ApiError:
+            pass
+        self._write_volume(v)
+        self._queue_pdbs()
+
+    def _attached(self, volume: str) -> bool:
+        v = self.vols.get(volume)
+        return v is None or bool(v.attached)
+
+    def robustness(self, v: Vol) -> str:
+        healthy = sum(1 for rn in self.reps_by_vol.get(v.name, ())
+                      if rn in self.reps and self.reps[rn].healthy)
+        if healthy == 0 and self.reps_by_vol.get(v.name):
+            return "faulted"
+        if not v.attached:
+            return "unknown"
+        return "healthy" if healthy >= v.replicas else "degraded"
+
+    def _write_volume(self, v: Vol) -> None:
+        rob = self.robustness(v)
+        now = self._now()
+        users = dict(v.users)
+
+        def fn(cur: Obj) -> Obj | None:
+            st = cur.setdefault("status", {})
+            before = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
+            st["state"] = "attached" if v.attached else "detached"
+            st["robustness"] = rob
+            st["currentNodeID"] = v.attached
+            st.setdefault("conditions", [{"type": "Scheduled", "status": "True"}])
+            ks = st.setdefault("kubernetesStatus", {})
+            if v.pvc:
+                ks["namespace"], ks["pvcName"] = v.pvc
+            if users:
+                ks["workloadsStatus"] = [
+                    {"podName": p[1], "podStatus": "Running",
+                     "workloadName": p[1].rsplit("-", 1)[0].removeprefix("virt-launcher-"),
+                     "workloadType": "VirtualMachineInstance"} for p in sorted(users)]
+                ks["lastPodRefAt"] = ""
+            elif before["state"] == "attached" and not v.attached:
+                ks["lastPodRefAt"] = now
+            after = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
+            return cur if after != before or users else None
+        try:
+            self.c.modify(API, "Volume", v.name, fn, NS, "status")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+        def eng(cur: Obj) -> Obj | None:
+            st = cur.setdefault("status", {})
+            modes = self._mode_map(v)
+            state = "running" if v.attached else "stopped"
+            if st.get("replicaModeMap") == modes and st.get("currentState") == state:
+                return None
+            st["replicaModeMap"] = modes
+            st["currentState"] = state
+            return cur
+        try:
+            self.c.modify(API, "Engine", f"{v.name}-e-0", eng, NS, "status")
+        except ApiError:
+            pass
+
+    def _delete_volume(self, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        for rn in list(self.reps_by_vol.get(name, ())):
+            self._drop(API, "Replica", rn)
+        self._drop(API, "Engine", f"{name}-e-0")
+        self._drop(API, "Volume", name)
+
+    def _drop(self, api: str, kind: str, name: str) -> None:
+        def fn(cur: Obj) -> Obj | None:
+            if not cur["metadata"].get("finalizers"):
+                return None
+            cur["metadata"]["finalizers"] = []
+            return cur
+        try:
+            self.c.delete(api, kind, name, NS)
+            self.c.modify(api, kind, name, fn, NS)
+        except ApiError:
+            pass
+
+    # ------------------------------------------------------------------ PDBs
+    def _queue_pdbs(self) -> None:
+        if self._pdb_queued:
+            return
+        self._pdb_queued = True
+        self.world.runtime.after(0.5, self._sync_pdbs)
+
+    def last_replica_nodes(self) -> set[str]:
+        """Nodes holding the only healthy replica(s) of an attached volume."""
+        out: set[str] = set()
+        for v in self.vols.values():
+            if not v.attached:
+                continue
+            nodes = {self.reps[rn].node for rn in self.reps_by_vol.get(v.name, ())
+                     if rn in self.reps and self.reps[rn].healthy}
+            if len(nodes) == 1:
+                out |= nodes
+        return out
+
+    def _sync_pdbs(self) -> None:
+        self._pdb_queued = False
+        want = {n for n in self.last_replica_nodes() if self.im_up.get(n)}
+        for node in sorted(want - self.pdbs):
+            try:
+                self.c.create({
+                    "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": im_name(node), "namespace": NS,
+                                 "labels": {"longhorn.io/managed-by": "longhorn-manager"}},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {
+                        IM_LABEL: "instance-manager", "longhorn.io/node": node}}}})
+            except ApiError as exc:
+                if exc.code != 409:
+                    continue
+            self.pdbs.add(node)
+        for node in sorted(self.pdbs - want):
+            self.c.delete("policy/v1", "PodDisruptionBudget", im_name(node), NS)
+            self.pdbs.discard(node)
+
+    # ------------------------------------------------------------------ faults
+    def _poll_faults(self) -> None:
+        self._fault_timer = self.world.runtime.after(FAULT_POLL_S, self._poll_faults)
+        faults = self.world.faults
+        specs = faults.active("volume_degraded")
+        if not specs:
+            return
+        for spec in specs:
+            target = spec.get("target") or {}
+            names = [target["volume"]] if isinstance(target.get("volume"), str) and \
+                target["volume"] != "*" else sorted(self.vols)
+            for name in names:
+                v = self.vols.get(name)
+                if v is None or v.faulted_by:
+                    continue
+                ctx: dict[str, Any] = {"volume": name}
+                if v.pvc:
+                    ctx["namespace"], ctx["pvc"] = v.pvc
+                hit = faults.match("volume_degraded", **ctx)
+                if hit is not None:
+                    self.degrade(name, int(hit.get("replicas", 1)), hit.get("heal_after_s"),
+                                 hit.get("nodes"))
+
+    def degrade(self, volume: str, replicas: int = 1, heal_after_s: Any = None,
+                nodes: list[str] | None = None) -> list[str]:
+        """Fail ``replicas`` healthy replicas of ``volume`` (the ``volume_degraded`` fault),
+        only among those on ``nodes`` when given."""
+        v = self.vols.get(volume)
+        if v is None:
+            return []
+        victims = [self.reps[rn] for rn in sorted(self.reps_by_vol.get(volume, ()))
+                   if rn in self.reps and self.reps[rn].healthy
+                   and (nodes is None or self.reps[rn].node in nodes)][:max(0, replicas)]
+        for r in victims:
+            self._fail_replica(r, "fault volume_degraded", cause="fault")
+        v.faulted_by = len(victims)
+        self.world.timeline.record("volume_degraded", volume=volume,
+                                   replicas=[r.name for r in victims],
+                                   robustness=self.robustness(v))
+        if heal_after_s is not None:
+            def heal() -> None:
+                v.faulted_by = 0
+                for r in victims:
+                    self._rebuild(r)
+            self.world.runtime.after(float(heal_after_s), heal)
+        return [r.name for r in victims]
+
+    def stop(self) -> None:
+        if self._fault_timer is not None:
+            self._fault_timer.cancel()
+
+
+def _ready(node: Obj) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def setup(world: Any) -> Longhorn:
+    return Longhorn(world)

@@ -1,0 +1,152 @@
+"""The simulation runtime: one thread that runs every simulated controller.
+
+Controllers register handlers for store events of a kind (``on``) and schedule work at
+simulated times (``after``). Everything a controller does happens on this thread, one step
+at a time, so controllers need no locks of their own. Store events reach the runtime
+through a queue the store fills right after each commit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ..api.store import Event, Store
+from ..clock import Clock
+
+log = logging.getLogger("harvester_sim.runtime")
+
+Handler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
+
+
+class Timer:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Runtime:
+    """Event + timer loop on simulated time."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._heap: list[tuple[float, int, Callable[[], None], Timer]] = []
+        self._seq = itertools.count()
+        self._handlers: dict[tuple[str, str], list[Handler]] = {}
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.errors: list[str] = []
+        self.busy_seconds = 0.0
+        store.subscribe(self._on_store_event)
+
+    # registration -----------------------------------------------------------
+    def on(self, group: str, plural: str, handler: Handler) -> None:
+        """Call ``handler(event_type, obj, old)`` for every change of ``group``/``plural``."""
+        self._handlers.setdefault((group, plural), []).append(handler)
+
+    def after(self, sim_seconds: float, fn: Callable[[], None]) -> Timer:
+        """Run ``fn`` on the runtime thread after ``sim_seconds`` of simulated time."""
+        t = Timer()
+        due = self.clock.monotonic() + self.clock.sim_to_wall(max(0.0, sim_seconds))
+        self._queue.put(("timer", due, fn, t))
+        return t
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self._queue.put(("call", fn))
+
+    def _on_store_event(self, ev: Event) -> None:
+        if ev.rt is not None and ev.rt.key in self._handlers:
+            self._queue.put(("event", ev))
+
+    # loop ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="sim-runtime", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._queue.put(("stop",))
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        t0 = self.clock.monotonic()
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - a controller bug must not stop the world
+            tb = traceback.format_exc()
+            log.error("controller error: %s", tb)
+            self.errors.append(tb)
+        self.busy_seconds += self.clock.monotonic() - t0
+
+    def _dispatch(self, item: Any) -> None:
+        kind = item[0]
+        if kind == "event":
+            ev: Event = item[1]
+            assert ev.rt is not None
+            for h in self._handlers.get(ev.rt.key, ()):
+                self._run(lambda h=h: h(ev.type, ev.obj, ev.old))
+        elif kind == "timer":
+            _, due, fn, t = item
+            heapq.heappush(self._heap, (due, next(self._seq), fn, t))
+        elif kind == "call":
+            self._run(item[1])
+
+    def _loop(self) -> None:
+        while not self._stopping:
+            now = self.clock.monotonic()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, fn, t = heapq.heappop(self._heap)
+                if not t.cancelled:
+                    self._run(fn)
+            timeout = None
+            if self._heap:
+                timeout = max(0.0, self._heap[0][0] - self.clock.monotonic())
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            if item[0] == "stop":
+                return
+            self._dispatch(item)
+            # drain whatever else is queued before looking at timers again
+            for _ in range(1000):
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item[0] == "stop":
+                    return
+                self._dispatch(item)
+
+    def run_sync(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """Run ``fn`` on the runtime thread and wait for its result (for tests / loaders)."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def wrapper() -> None:
+            try:
+                box["v"] = fn()
+            except Exception as exc:  # noqa: BLE001
+                box["e"] = exc
+            finally:
+                done.set()
+
+        self.call_soon(wrapper)
+        if not done.wait(timeout):
+            raise TimeoutError("runtime did not run the call in time")
+        if "e" in box:
+            raise box["e"]
+        return box.get("v")

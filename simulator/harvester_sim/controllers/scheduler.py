@@ -1,0 +1,339 @@
+"""The simulated kube-scheduler (``default-scheduler``).
+
+Binds pending pods (no ``spec.nodeName``, ``schedulerName`` default or absent) to a node
+that passes the filters the real scheduler applies first: ``spec.unschedulable`` (unless the
+``node.kubernetes.io/unschedulable`` taint is tolerated), nodeSelector and required node
+affinity (matchExpressions and matchFields), taints with NoSchedule/NoExecute effects vs the
+pod's tolerations, not-Ready nodes, and cpu/memory/pod-count requests vs allocatable (a
+per-node usage index fed by pod events). Among fitting nodes it picks the least allocated
+(ties by name), which spreads pods deterministically.
+
+Pods that fit nowhere get ``PodScheduled=False`` reason ``Unschedulable`` with the real
+scheduler's message (``0/3 nodes are available: 1 Insufficient memory, 2 node(s) had
+untolerated taint {...}. preemption: ...``) and are retried when nodes change or pods leave.
+
+``pick_node(pod_like, exclude=set()) -> str | None`` is the same decision for other
+controllers (KubeVirt migration targets); it does not bind anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import errors
+from . import podutil as pu
+
+SCHEDULER = "default-scheduler"
+RETRY_S = 5.0
+
+
+@dataclass(frozen=True)
+class _NodeFacts:
+    ready: bool
+    taints: list[dict[str, Any]]
+    pods: int
+    cpu: int
+    mem: int
+    cpu_score: int
+    mem_score: int
+
+
+class Scheduler:
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.clock = world.clock
+        self.client = world.client_for("scheduler")
+        self.pods = pu.informer(world, "v1", "Pod")
+        self.nodes = pu.informer(world, "v1", "Node")
+        # node -> [cpu_m, mem_b, pods]; pod key -> (node, cpu_m, mem_b)
+        self.usage: dict[str, list[int]] = {}
+        self.accounted: dict[pu.Key, tuple[str, int, int]] = {}
+        self.queue: set[pu.Key] = set()
+        self.unschedulable: set[pu.Key] = set()
+        self._scheduled = False
+        self._retry_timer: Any = None
+        self._node_facts: dict[str, tuple[dict[str, Any], _NodeFacts]] = {}
+        self.bound = 0
+        for pod in self.pods.all():
+            self._account(pod)
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+        for pod in self.pods.all():
+            self._maybe_queue(pod)
+
+    # ------------------------------------------------------------------ indexes
+    def _account(self, pod: dict[str, Any] | None, key: pu.Key | None = None) -> None:
+        """Keep the node usage index in step with one pod's latest state."""
+        if key is None:
+            assert pod is not None
+            key = pu.key_of(pod)
+        prev = self.accounted.pop(key, None)
+        if prev is not None:
+            u = self.usage.get(prev[0])
+            if u is not None:
+                u[0] -= prev[1]
+                u[1] -= prev[2]
+                u[2] -= 1
+        if pod is None or pu.is_terminal(pod):
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        cpu, mem = pu.pod_requests(pod)
+        u = self.usage.setdefault(node, [0, 0, 0])
+        u[0] += cpu
+        u[1] += mem
+        u[2] += 1
+        self.accounted[key] = (node, cpu, mem)
+
+    def _responsible(self, pod: dict[str, Any]) -> bool:
+        spec = pod.get("spec") or {}
+        return (not spec.get("nodeName") and (spec.get("schedulerName") or SCHEDULER) ==
+                SCHEDULER and not pu.is_terminal(pod) and not pu.is_deleting(pod))
+
+    def _maybe_queue(self, pod: dict[str, Any]) -> None:
+        if self._responsible(pod):
+            self.queue.add(pu.key_of(pod))
+            self._kick()
+
+    def _on_pod(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = pu.key_of(obj)
+        freed = key in self.accounted
+        if type_ == "DELETED":
+            self._account(None, key)
+            self.queue.discard(key)
+            self.unschedulable.discard(key)
+        else:
+            self._account(obj)
+            if self._responsible(obj):
+                if key in self.unschedulable and old is not None and \
+                        obj.get("spec") != old.get("spec"):
+                    self.unschedulable.discard(key)
+                if key not in self.unschedulable:
+                    self.queue.add(key)
+                    self._kick()
+            else:
+                self.queue.discard(key)
+                self.unschedulable.discard(key)
+        if freed and key not in self.accounted and self.unschedulable:
+            self._retry_soon()
+
+    def _on_node(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if type_ == "DELETED":
+            self.usage.pop(obj["metadata"]["name"], None)
+        if self.unschedulable and (old is None or type_ == "DELETED" or
+                                   _sched_view(obj) != _sched_view(old)):
+            self._retry_soon()
+
+    def _retry_soon(self) -> None:
+        if self._retry_timer is None:
+            self._retry_timer = self.world.runtime.after(RETRY_S, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_timer = None
+        self.queue |= self.unschedulable
+        self.unschedulable.clear()
+        self._kick()
+
+    def _kick(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.world.runtime.call_soon(self._run)
+
+    # ------------------------------------------------------------------ filtering
+    def _fits(self, pod: dict[str, Any], node: dict[str, Any],
+              req: tuple[int, int]) -> str | None:
+        """None when the pod fits the node, else the reason (the scheduler's words)."""
+        spec = pod.get("spec") or {}
+        tols = spec.get("tolerations") or []
+        nspec = node.get("spec") or {}
+        if nspec.get("unschedulable") and not pu.tolerates(
+                tols, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+            return "node(s) were unschedulable"
+        if not pu.node_affinity_matches(pod, node):
+            return "node(s) didn't match Pod's node affinity/selector"
+        facts = self._facts(node)
+        for t in facts.taints:
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not pu.tolerates(tols, t):
+                return f"node(s) had untolerated taint {{{t.get('key')}: {t.get('value', '')}}}"
+        if not facts.ready:
+            taint = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+            if not pu.tolerates(tols, taint):
+                return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+        used = self.usage.get(node["metadata"]["name"], [0, 0, 0])
+        reasons = []
+        if used[2] + 1 > facts.pods:
+            reasons.append("Too many pods")
+        if req[0] and used[0] + req[0] > facts.cpu:
+            reasons.append("Insufficient cpu")
+        if req[1] and used[1] + req[1] > facts.mem:
+            reasons.append("Insufficient memory")
+        if reasons:
+            return ", ".join(reasons)
+        return None
+
+    def _facts(self, node: dict[str, Any]) -> _NodeFacts:
+        """What the filters need of a node, parsed once per stored version of it (stored
+        objects are immutable, so the object's identity is its version)."""
+        name = node["metadata"]["name"]
+        hit = self._node_facts.get(name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        facts = _NodeFacts(
+            ready=pu.node_ready(node), taints=list(pu.taints_of(node)),
+            pods=int(pu.parse_quantity(alloc.get("pods"), 110)),
+            cpu=pu.cpu_milli(alloc.get("cpu", "0")), mem=pu.mem_bytes(alloc.get("memory", "0")),
+            cpu_score=max(pu.cpu_milli(alloc.get("cpu", "1")), 1),
+            mem_score=max(pu.mem_bytes(alloc.get("memory", "1")), 1))
+        self._node_facts[name] = (node, facts)
+        return facts
+
+    def _score(self, node: dict[str, Any], req: tuple[int, int]) -> float:
+        facts = self._facts(node)
+        used = self.usage.get(node["metadata"]["name"], [0, 0, 0])
+        return ((used[0] + req[0]) / facts.cpu_score + (used[1] + req[1]) / facts.mem_score) / 2.0
+
+    def _rank(self, node: dict[str, Any], req: tuple[int, int]) -> tuple[float, int, str]:
+        """Least allocated first, then fewest pods (spreads pods without requests), name."""
+        name = node["metadata"]["name"]
+        return (round(self._score(node, req), 6), self.usage.get(name, [0, 0, 0])[2], name)
+
+    def filter(self, pod: dict[str, Any], exclude: set[str] | None = None
+               ) -> tuple[list[dict[str, Any]], Counter[str], int]:
+        req = pu.pod_requests(pod)
+        fit: list[dict[str, Any]] = []
+        why: Counter[str] = Counter()
+        total = 0
+        for name in sorted(self.nodes.objs):
+            node = self.nodes.objs[name]
+            total += 1
+            if exclude and node["metadata"]["name"] in exclude:
+                why["node(s) didn't match Pod's node affinity/selector"] += 1
+                continue
+            reason = self._fits(pod, node, req)
+            if reason is None:
+                fit.append(node)
+            else:
+                for r in reason.split(", "):
+                    why[r] += 1
+        return fit, why, total
+
+    def fits_node(self, pod: dict[str, Any], node: str, exclude: set[str] | None = None
+                  ) -> bool:
+        """Whether ``pod`` passes the filters on ``node`` now (what ``filter`` says of it)."""
+        obj = self.nodes.objs.get(("", node))
+        if obj is None or (exclude and node in exclude):
+            return False
+        return self._fits(pod, obj, pu.pod_requests(pod)) is None
+
+    def pick_node(self, pod: dict[str, Any], exclude: set[str] | None = None) -> str | None:
+        """The node the scheduler would choose for ``pod`` now (nothing is bound)."""
+        fit, _, _ = self.filter(pod, exclude)
+        if not fit:
+            return None
+        req = pu.pod_requests(pod)
+        best = min(fit, key=lambda n: self._rank(n, req))
+        return str(best["metadata"]["name"])
+
+    def why_unschedulable(self, pod: dict[str, Any], exclude: set[str] | None = None) -> str:
+        _, why, total = self.filter(pod, exclude)
+        return _message(why, total)
+
+    # ------------------------------------------------------------------ binding
+    def _run(self) -> None:
+        self._scheduled = False
+        keys = sorted(self.queue)
+        self.queue.clear()
+        for key in keys:
+            pod = self.pods.get(*key)
+            if pod is None or not self._responsible(pod):
+                continue
+            try:
+                self._schedule_one(pod)
+            except errors.ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+                if exc.code == 409:
+                    self.unschedulable.add(key)
+                    self._retry_soon()
+
+    def _schedule_one(self, pod: dict[str, Any]) -> None:
+        key = pu.key_of(pod)
+        fit, why, total = self.filter(pod)
+        if not fit:
+            self.unschedulable.add(key)
+            self._mark_unschedulable(pod, _message(why, total))
+            return
+        req = pu.pod_requests(pod)
+        best = min(fit, key=lambda n: self._rank(n, req))
+        self._bind(pod, str(best["metadata"]["name"]))
+
+    def _bind(self, pod: dict[str, Any], node: str) -> None:
+        ns, name = pu.key_of(pod)
+        uid = pod["metadata"]["uid"]
+
+        def bind(cur: dict[str, Any]) -> dict[str, Any]:
+            if cur["metadata"]["uid"] != uid or (cur.get("spec") or {}).get("nodeName"):
+                raise errors.conflict("pods", "", name, f"pod {ns}/{name} is already assigned "
+                                      "to a node or was replaced")
+            cur["spec"]["nodeName"] = node
+            return cur
+
+        bound = self.client.modify("v1", "Pod", name, bind, ns)
+        self._account(bound)  # assume it at once so the next pod in this pass sees it
+        now = self.clock.timestamp()
+
+        def cond(cur: dict[str, Any]) -> dict[str, Any]:
+            conds = cur.setdefault("status", {}).setdefault("conditions", [])
+            pu.set_condition(conds, "PodScheduled", "True", None, None, now, probe=True)
+            return cur
+
+        pu.ignore_missing(lambda: self.client.modify("v1", "Pod", name, cond, ns,
+                                                     subresource="status"))
+        self.unschedulable.discard((ns, name))
+        self.bound += 1
+
+    def _mark_unschedulable(self, pod: dict[str, Any], message: str) -> None:
+        ns, name = pu.key_of(pod)
+        now = self.clock.timestamp()
+        cur_c = pu.get_condition(pod, "PodScheduled")
+        if cur_c is not None and cur_c.get("status") == "False" and \
+                cur_c.get("message") == message:
+            return
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            conds = cur.setdefault("status", {}).setdefault("conditions", [])
+            pu.set_condition(conds, "PodScheduled", "False", "Unschedulable", message, now,
+                             probe=True)
+            cur["status"].setdefault("phase", "Pending")
+            return cur
+
+        pu.ignore_missing(lambda: self.client.modify("v1", "Pod", name, fn, ns,
+                                                     subresource="status"))
+        pu.record_event(self.client, pod, "Warning", "FailedScheduling", message, SCHEDULER,
+                        None, self.clock)
+
+
+def _message(why: Counter[str], total: int) -> str:
+    parts = [f"{n} {r}" for r, n in sorted(why.items())]
+    head = f"0/{total} nodes are available"
+    if parts:
+        head += ": " + ", ".join(parts)
+    return (f"{head}. preemption: 0/{total} nodes are available: {total} Preemption is not "
+            "helpful for scheduling.")
+
+
+def _sched_view(node: dict[str, Any] | None) -> Any:
+    """What of a node matters for scheduling (retry unschedulable pods when it changes)."""
+    if node is None:
+        return None
+    st = node.get("status") or {}
+    return (node["metadata"].get("labels"), node.get("spec"), st.get("allocatable"),
+            pu.node_ready(node))
+
+
+def setup(world: Any) -> Scheduler:
+    return Scheduler(world)

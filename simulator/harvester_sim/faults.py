@@ -1,0 +1,87 @@
+"""Fault injection: named faults switched on by a scenario, asked for by controllers.
+
+Interface used by controllers, programs and the API server:
+
+* ``faults.match(kind, **ctx)`` returns the fault spec (a dict) when a fault of ``kind`` is
+  active for this context now (its target matches ``ctx`` and its trigger has fired), else
+  ``None``. One-shot faults are consumed by the match.
+* ``faults.notify(event, **ctx)`` tells the fault engine that something happened (e.g.
+  ``migration_started`` with ``node=``), arming faults triggered "on event".
+
+The scenario format (kind + target + trigger) is documented in ``docs/scenarios.md``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+from .clock import Clock
+
+
+class Faults:
+    def __init__(self, clock: Clock, specs: list[dict[str, Any]] | None = None,
+                 seed: int | None = None) -> None:
+        self.clock = clock
+        self.rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.specs: list[dict[str, Any]] = [dict(s) for s in specs or []]
+        for s in self.specs:
+            s.setdefault("_armed", "on" not in (s.get("trigger") or {}))
+            s.setdefault("_fired", 0)
+        self.fired: list[dict[str, Any]] = []
+
+    def _target_matches(self, spec: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        target = spec.get("target") or {}
+        for k, v in target.items():
+            if k not in ctx:
+                return False
+            if isinstance(v, list):
+                if ctx[k] not in v:
+                    return False
+            elif str(ctx[k]) != str(v) and v != "*":
+                return False
+        return True
+
+    def match(self, kind: str, **ctx: Any) -> dict[str, Any] | None:
+        with self._lock:
+            for s in self.specs:
+                if s.get("kind") != kind or not self._target_matches(s, ctx):
+                    continue
+                trig = s.get("trigger") or {}
+                if not s["_armed"]:
+                    continue
+                if "at" in trig and self.clock.now() < float(trig["at"]):
+                    continue
+                times = s.get("times")
+                if times is not None and s["_fired"] >= int(times):
+                    continue
+                if "probability" in trig and self.rng.random() >= float(trig["probability"]):
+                    continue
+                s["_fired"] += 1
+                self.fired.append({"kind": kind, "t": round(self.clock.now(), 3), **{
+                    k: v for k, v in ctx.items() if isinstance(v, (str, int, float))}})
+                return s
+        return None
+
+    def active(self, kind: str) -> list[dict[str, Any]]:
+        """Specs of ``kind`` (for always-on faults such as API latency)."""
+        with self._lock:
+            return [s for s in self.specs if s.get("kind") == kind and s["_armed"]]
+
+    def notify(self, event: str, **ctx: Any) -> None:
+        with self._lock:
+            for s in self.specs:
+                trig = s.get("trigger") or {}
+                on = trig.get("on")
+                if s["_armed"] or not on:
+                    continue
+                if isinstance(on, str):
+                    name, cond = on, {}
+                else:
+                    name, cond = on.get("event"), {k: v for k, v in on.items() if k != "event"}
+                if name != event:
+                    continue
+                if all(str(ctx.get(k)) == str(v) for k, v in cond.items()):
+                    s["_armed"] = True

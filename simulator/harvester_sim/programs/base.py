@@ -1,0 +1,77 @@
+"""What simulated containers run.
+
+A *program* is a function ``program(ctx) -> Generator[float, None, int]``: it does its work
+through ``ctx.client`` (the API, no side doors), writes log lines with ``ctx.log(...)``,
+``yield``s a number of simulated seconds to wait, and ``return``s its exit code. The kubelet
+drives the generator on the simulation runtime; when the pod is deleted or its node
+reboots the generator is closed (``GeneratorExit``) and the program simply stops.
+
+Programs are found by image and command: ``REGISTRY.register(name, matcher, program)`` where
+``matcher(image, command, args) -> bool``. The first matching program wins; images nobody
+claims run forever (long-running services) unless the scenario says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+Program = Callable[["ProgramContext"], Generator[float, None, int]]
+Matcher = Callable[[str, list[str], list[str]], bool]
+
+
+@dataclass
+class ProgramContext:
+    world: Any                      # harvester_sim.world.World
+    client: Any                     # harvester_sim.client.Client (user agent: the program)
+    pod: dict[str, Any]             # the pod as it was when the container started
+    container: dict[str, Any]
+    node: str
+    env: dict[str, str]
+    logs: list[str] = field(default_factory=list)
+
+    @property
+    def image(self) -> str:
+        return str(self.container.get("image", ""))
+
+    @property
+    def command(self) -> list[str]:
+        return list(self.container.get("command") or [])
+
+    @property
+    def args(self) -> list[str]:
+        return list(self.container.get("args") or [])
+
+    def log(self, line: str) -> None:
+        self.logs.append(line)
+
+
+def image_repo(image: str) -> str:
+    """``docker.io/rancher/foo:v1`` -> ``rancher/foo`` (registry and tag stripped)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0]):
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+class ProgramRegistry:
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, Matcher, Program]] = []
+
+    def register(self, name: str, matcher: Matcher, program: Program) -> None:
+        self._entries = [e for e in self._entries if e[0] != name]
+        self._entries.append((name, matcher, program))
+
+    def find(self, image: str, command: list[str], args: list[str]) -> tuple[str, Program] | None:
+        for name, matcher, program in self._entries:
+            if matcher(image, command, args):
+                return name, program
+        return None
+
+
+REGISTRY = ProgramRegistry()

@@ -1,0 +1,419 @@
+"""The run report: what happened in a simulated cluster, as JSON for tools and text for people.
+
+``build(world) -> dict`` gathers the invariant verdicts, migrations, reboots, API traffic,
+the timeline and the critical path (the sum of the unavoidable simulated durations along the
+serial chain of an upgrade, from the timeline's ``span`` records); ``main(argv)`` implements
+``harvester-sim report FILE [--plot PNG]``. Keys and span names are documented in
+``docs/scenarios.md`` ("Report").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REPORT_VERSION = 1
+
+# Span names (``timeline.record("span", what=..., start=..., end=..., node=...)``).
+SPAN_ISO = ("iso_download",)
+SPAN_PRELOAD = ("image_preload", "image_pull")
+SPAN_CLUSTER = ("cluster_upgrade",)
+SPAN_NODE = ("migration", "vm_shutdown", "rke2_restart", "os_install", "reboot")
+SPAN_CLEANUP = ("image_cleanup",)
+
+
+# ===================================================================================== build
+def build(world: Any) -> dict[str, Any]:
+    """The report of ``world`` as a JSON-serializable dict."""
+    timeline = world.timeline.snapshot()
+    mon = _monitor(world)
+    violations: list[dict[str, Any]] = []
+    invariants: dict[str, Any] = {}
+    if mon is not None:
+        violations = list(mon.violations) + list(mon.check_end())
+        invariants = mon.summary()
+    scn = getattr(world, "scenario", None) or {}
+    cp = critical_path(timeline)
+    faults = getattr(world, "faults", None)
+    return {
+        "report_version": REPORT_VERSION,
+        "scenario": scn.get("name", ""),
+        "speed": world.clock.speed,
+        "seed": scn.get("seed"),
+        "nodes": len(scn.get("nodes") or []),
+        "vms": len(scn.get("vms") or []),
+        "simulated_duration_s": round(world.clock.now(), 3),
+        "wall_duration_s": round(world.clock.wall_elapsed(), 3),
+        "invariant_violations": _jsonable(violations),
+        "invariants": _jsonable(invariants),
+        "vm_migrations": vm_migrations(world, timeline, mon),
+        "node_reboots": node_reboots(timeline, mon),
+        "api_requests": api_requests(world.extras.get("api_stats")),
+        "critical_path_s": cp["total_s"],
+        "critical_path": cp,
+        "faults_fired": _jsonable(list(getattr(faults, "fired", []) or [])),
+        "controller_errors": len(getattr(getattr(world, "runtime", None), "errors", []) or []),
+        "timeline": _jsonable(timeline),
+    }
+
+
+def _monitor(world: Any) -> Any:
+    mon = world.extras.get("invariants")
+    if mon is None:
+        mon = getattr(world, "controllers", {}).get("invariants")
+    return mon
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def vm_migrations(world: Any, timeline: list[dict[str, Any]], mon: Any) -> dict[str, Any]:
+    """``{"total", "per_vm", "source"}``: the KubeVirt controller's ``migrations_per_vm``,
+    else the monitor's count of Succeeded migrations, else the timeline's migration spans."""
+    per: dict[str, int] = {}
+    source = "none"
+    kv = getattr(world, "controllers", {}).get("kubevirt")
+    counts = getattr(kv, "migrations_per_vm", None) if kv is not None else None
+    if callable(counts):
+        counts = counts()
+    if counts:
+        per = {str(k if isinstance(k, str) else "/".join(map(str, k))): int(v)
+               for k, v in dict(counts).items()}
+        source = "kubevirt"
+    elif mon is not None and mon.migrations_per_vm:
+        per = {k: int(v) for k, v in mon.migrations_per_vm.items()}
+        source = "invariants"
+    else:
+        c: Counter[str] = Counter()
+        for ev in timeline:
+            if ev.get("event") == "span" and ev.get("what") == "migration" and \
+                    ev.get("ok", True) is not False:
+                vm = str(ev.get("vm", "?"))
+                c[vm if "/" in vm else f"{ev.get('namespace', 'default')}/{vm}"] += 1
+        if c:
+            per, source = dict(c), "timeline"
+    return {"total": sum(per.values()), "per_vm": dict(sorted(per.items())), "source": source}
+
+
+def node_reboots(timeline: list[dict[str, Any]], mon: Any) -> dict[str, Any]:
+    """``{"total", "per_node", "source"}`` from ``node_reboot`` events or ``reboot`` spans,
+    else from the monitor's Ready -> NotReady transitions."""
+    c: Counter[str] = Counter()
+    for ev in timeline:
+        if ev.get("event") in ("node_reboot", "node_rebooted") and ev.get("node"):
+            c[str(ev["node"])] += 1
+    source = "timeline"
+    if not c:
+        for ev in timeline:
+            if ev.get("event") == "span" and ev.get("what") == "reboot" and ev.get("node"):
+                c[str(ev["node"])] += 1
+    if not c and mon is not None:
+        c = Counter(dict(mon.node_reboots))
+        source = "invariants"
+    return {"total": sum(c.values()), "per_node": dict(sorted(c.items())),
+            "source": source if c else "none"}
+
+
+def api_requests(stats: Any) -> dict[str, Any]:
+    """Normalize the API server's statistics (``world.extras['api_stats']``).
+
+    Accepted shapes (or a callable returning one): a dict with ``by_verb``/``by_resource``/
+    ``by_user_agent`` (passed through, ``total`` computed if missing); a dict keyed by
+    ``(verb, resource, user_agent)`` tuples or ``"verb resource user_agent"`` strings with
+    counts; or a list of ``{"verb", "resource", "user_agent", "count"}`` records.
+    """
+    if callable(stats):
+        stats = stats()
+    empty: dict[str, Any] = {"total": 0, "by_verb": {}, "by_resource": {},
+                             "by_user_agent": {}, "by_user_agent_verb": {}}
+    if not stats:
+        return empty
+    if isinstance(stats, dict) and any(k in stats for k in ("by_verb", "by_resource",
+                                                             "by_user_agent")):
+        out = dict(empty)
+        out.update(_jsonable(stats))
+        if not out.get("total"):
+            out["total"] = sum(int(v) for v in (out.get("by_verb") or {}).values())
+        return out
+    records: Iterable[tuple[str, str, str, int]]
+    if isinstance(stats, dict):
+        records = [(*_split_key(k), int(v)) for k, v in stats.items()]
+    else:
+        records = [(str(r.get("verb", "")), str(r.get("resource", "")),
+                    str(r.get("user_agent", r.get("userAgent", ""))), int(r.get("count", 1)))
+                   for r in stats]
+    by_verb: Counter[str] = Counter()
+    by_res: Counter[str] = Counter()
+    by_ua: Counter[str] = Counter()
+    by_ua_verb: dict[str, Counter[str]] = defaultdict(Counter)
+    for verb, res, ua, n in records:
+        by_verb[verb] += n
+        by_res[res] += n
+        by_ua[ua] += n
+        by_ua_verb[ua][verb] += n
+    return {"total": sum(by_verb.values()), "by_verb": dict(by_verb.most_common()),
+            "by_resource": dict(by_res.most_common()), "by_user_agent": dict(by_ua.most_common()),
+            "by_user_agent_verb": {ua: dict(c.most_common()) for ua, c in by_ua_verb.items()}}
+
+
+def _split_key(k: Any) -> tuple[str, str, str]:
+    parts = list(k) if isinstance(k, (tuple, list)) else str(k).split(" ", 2)
+    parts = [str(p) for p in parts] + ["", "", ""]
+    return parts[0], parts[1], parts[2]
+
+
+# ============================================================================ critical path
+def _spans(timeline: list[dict[str, Any]], names: tuple[str, ...]) -> list[dict[str, Any]]:
+    out = []
+    for ev in timeline:
+        if ev.get("event") != "span" or ev.get("what") not in names:
+            continue
+        if ev.get("ok", True) is False:
+            continue
+        try:
+            d = float(ev["end"]) - float(ev["start"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        out.append({**ev, "duration": max(0.0, d)})
+    return out
+
+
+def _node_of(span: dict[str, Any]) -> str:
+    return str(span.get("node") or span.get("source_node") or "")
+
+
+def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Spans implied by events, for work no controller records as a span: migrations from
+    ``vm_migration_succeeded`` (``source``, ``duration_s``) and reboots from ``node_reboot``
+    to the node's next ``node_ready``. Only kinds without any real span are derived."""
+    have = {e.get("what") for e in timeline if e.get("event") == "span"}
+    out: list[dict[str, Any]] = []
+    if "migration" not in have:
+        for e in timeline:
+            if e.get("event") == "vm_migration_succeeded" and e.get("duration_s") is not None:
+                t = float(e.get("t") or 0.0)
+                out.append({"event": "span", "what": "migration", "derived": True,
+                            "node": e.get("source") or e.get("node"), "vm": e.get("vm"),
+                            "start": t - float(e["duration_s"]), "end": t, "t": t})
+    if "reboot" not in have:
+        down: dict[str, float] = {}
+        for e in timeline:
+            node = e.get("node")
+            if e.get("event") == "node_reboot" and node:
+                down[str(node)] = float(e.get("t") or 0.0)
+            elif e.get("event") == "node_ready" and node and str(node) in down:
+                start = down.pop(str(node))
+                t = float(e.get("t") or 0.0)
+                out.append({"event": "span", "what": "reboot", "derived": True, "node": node,
+                            "start": start, "end": t, "t": t})
+    return out
+
+
+def critical_path(timeline: list[dict[str, Any]]) -> dict[str, Any]:
+    """The unavoidable simulated duration of an upgrade, from successful spans:
+
+    ISO download (the last successful one) + the slowest node's image preload + the cluster
+    upgrade job + for every node, in series: its outgoing migrations (serialized), VM
+    shutdowns, RKE2 restart, OS install and reboot + image cleanup (serial, concurrency 1).
+    """
+    timeline = list(timeline) + derived_spans(timeline)
+    iso = _spans(timeline, SPAN_ISO)
+    iso_s = iso[-1]["duration"] if iso else 0.0
+    pre: dict[str, float] = defaultdict(float)
+    for s in _spans(timeline, SPAN_PRELOAD):
+        pre[_node_of(s)] += s["duration"]
+    preload_s = max(pre.values()) if pre else 0.0
+    cl = _spans(timeline, SPAN_CLUSTER)
+    cluster_s = cl[-1]["duration"] if cl else 0.0
+    per_node: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for s in _spans(timeline, SPAN_NODE):
+        per_node[_node_of(s)][s["what"]] += s["duration"]
+    nodes_s = sum(sum(parts.values()) for parts in per_node.values())
+    cleanup_s = sum(s["duration"] for s in _spans(timeline, SPAN_CLEANUP))
+    total = iso_s + preload_s + cluster_s + nodes_s + cleanup_s
+    return {
+        "total_s": round(total, 3),
+        "iso_download_s": round(iso_s, 3),
+        "image_preload_s": round(preload_s, 3),
+        "cluster_upgrade_s": round(cluster_s, 3),
+        "nodes_s": round(nodes_s, 3),
+        "per_node": {n: {k: round(v, 3) for k, v in sorted(parts.items())}
+                     for n, parts in sorted(per_node.items())},
+        "image_cleanup_s": round(cleanup_s, 3),
+    }
+
+
+# ================================================================================= printing
+def _fmt_s(s: float) -> str:
+    s = float(s)
+    if s < 120:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(round(s)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
+
+
+def format_text(rep: dict[str, Any], timeline_lines: int = 40) -> str:
+    """A readable summary of a report dict."""
+    out: list[str] = []
+    w = out.append
+    w(f"Scenario {rep.get('scenario', '?')} (speed {rep.get('speed')}, "
+      f"{rep.get('nodes', '?')} nodes, {rep.get('vms', '?')} VMs)")
+    sim = float(rep.get("simulated_duration_s") or 0)
+    cp = float(rep.get("critical_path_s") or 0)
+    w(f"  simulated {_fmt_s(sim)}, wall {_fmt_s(float(rep.get('wall_duration_s') or 0))}")
+    if cp:
+        w(f"  critical path {_fmt_s(cp)}  (simulated / critical path = {sim / cp:.2f})")
+        c = rep.get("critical_path") or {}
+        w("    " + ", ".join(f"{k[:-2]} {_fmt_s(c[k])}" for k in
+                            ("iso_download_s", "image_preload_s", "cluster_upgrade_s", "nodes_s",
+                             "image_cleanup_s") if c.get(k)))
+    viol = rep.get("invariant_violations") or []
+    w("")
+    w(f"Invariant violations: {len(viol)}" + ("" if viol else "  (none)"))
+    for v in viol:
+        w(f"  [{_fmt_s(float(v.get('t') or 0)):>9}] {v.get('kind')}: {v.get('message')}")
+    mig = rep.get("vm_migrations") or {}
+    w("")
+    w(f"VM migrations: {mig.get('total', 0)}")
+    per = mig.get("per_vm") or {}
+    if per:
+        multi = {k: v for k, v in per.items() if v > 1}
+        w(f"  {len(per)} VMs migrated" + ("; more than once: " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(multi.items())) if multi else ""))
+    rb = rep.get("node_reboots") or {}
+    w(f"Node reboots: {rb.get('total', 0)}" + (
+        "  (" + ", ".join(f"{k} x{v}" for k, v in (rb.get("per_node") or {}).items()) + ")"
+        if rb.get("per_node") else ""))
+    api = rep.get("api_requests") or {}
+    w(f"API requests: {api.get('total', 0)}")
+    if api.get("by_verb"):
+        w("  by verb: " + ", ".join(f"{k} {v}" for k, v in api["by_verb"].items()))
+    for ua, n in list((api.get("by_user_agent") or {}).items())[:8]:
+        verbs = (api.get("by_user_agent_verb") or {}).get(ua) or {}
+        w(f"  {ua or '(no user agent)'}: {n}" + (
+            "  (" + ", ".join(f"{k} {v}" for k, v in verbs.items()) + ")" if verbs else ""))
+    faults = rep.get("faults_fired") or []
+    if faults:
+        w(f"Faults fired: {len(faults)}")
+        for f in faults[:20]:
+            w("  " + ", ".join(f"{k}={v}" for k, v in f.items()))
+    tl = [e for e in rep.get("timeline") or [] if e.get("event") != "span"]
+    if tl and timeline_lines:
+        w("")
+        w(f"Timeline ({len(tl)} events" + (f", last {timeline_lines}" if len(tl) >
+                                            timeline_lines else "") + "):")
+        for e in tl[-timeline_lines:]:
+            rest = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "wall", "event"))
+            w(f"  [{_fmt_s(float(e.get('t') or 0)):>9}] {e.get('event')}  {rest}")
+    return "\n".join(out)
+
+
+# ==================================================================================== plot
+def plot(rep: dict[str, Any], path: str | Path) -> None:
+    """A Gantt-like picture: phases on top, one row per node with its spans, migration marks.
+    Needs matplotlib (optional dependency)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timeline = list(rep.get("timeline") or [])
+    spans = [e for e in timeline + derived_spans(timeline) if e.get("event") == "span"
+             and e.get("start") is not None and e.get("end") is not None]
+    # per node: out of service (cordoned -> uncordoned) and the pre-drain evacuation
+    # (Rancher's pre-drain set -> our answer), from the drain handler's events
+    opened: dict[tuple[str, str], float] = {}
+    for e in timeline:
+        node, ev = str(e.get("node") or ""), e.get("event")
+        t = float(e.get("t") or 0.0)
+        if ev in ("node_cordoned", "pre_drain_set"):
+            opened[(node, ev)] = t
+        elif ev == "node_uncordoned" and (node, "node_cordoned") in opened:
+            spans.append({"what": "cordoned", "node": node, "start": opened.pop(
+                (node, "node_cordoned")), "end": t})
+        elif ev == "hook_acked" and e.get("hook") == "pre-drain" and \
+                (node, "pre_drain_set") in opened:
+            spans.append({"what": "evacuation", "node": node, "start": opened.pop(
+                (node, "pre_drain_set")), "end": t})
+    rows: list[str] = []
+    for s in spans:
+        row = _node_of(s) or "cluster"
+        if row not in rows:
+            rows.append(row)
+    rows.sort(key=lambda r: (r != "cluster", r))
+    colors = {"iso_download": "#4e79a7", "image_preload": "#59a14f", "cluster_upgrade": "#9c755f",
+              "migration": "#f28e2b", "vm_shutdown": "#e15759", "rke2_restart": "#76b7b2",
+              "os_install": "#edc948", "reboot": "#b07aa1", "image_cleanup": "#bab0ac",
+              "drain": "#ff9da7", "image_pull": "#59a14f", "rancher_upgrade": "#8cd17d",
+              "chart_rollout": "#86bcb6", "evacuation": "#fabfd2", "cordoned": "#eeeeee"}
+    layer = {"cordoned": (0.9, 0), "evacuation": (0.6, 1)}
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.35 * max(1, len(rows))))
+    for s in sorted(spans, key=lambda s: layer.get(str(s.get("what")), (0.6, 2))[1]):
+        y = rows.index(_node_of(s) or "cluster")
+        start, end = float(s["start"]), float(s["end"])
+        what = str(s.get("what"))
+        if what == "migration":
+            ax.plot([end], [y], marker="v", color=colors["migration"], markersize=6,
+                    linestyle="none", label="migration (done)")
+            continue
+        ax.barh(y, max(end - start, 0.5), left=start, height=layer.get(what, (0.6, 2))[0],
+                color=colors.get(what, "#999999"), label=what)
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles, strict=False))
+    if uniq:
+        ax.legend(uniq.values(), uniq.keys(), loc="upper center", fontsize=7, ncol=7,
+                  bbox_to_anchor=(0.5, -0.18 - 0.9 / max(4, len(rows))), frameon=False)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("simulated seconds")
+    ax.set_title(f"{rep.get('scenario', '')}: {len(rep.get('invariant_violations') or [])} "
+                 f"violations, {rep.get('vm_migrations', {}).get('total', 0)} migrations")
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+# ===================================================================================== CLI
+def main(argv: list[str] | None = None) -> int:
+    """``harvester-sim report FILE [--plot PNG] [--json] [--timeline N]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "report":
+        args = args[1:]
+    ap = argparse.ArgumentParser(prog="harvester-sim report",
+                                 description="Print a simulator run report for people.")
+    ap.add_argument("file", help="report JSON written by the simulator (--report FILE)")
+    ap.add_argument("--plot", metavar="PNG", help="also draw a Gantt-like timeline (matplotlib)")
+    ap.add_argument("--timeline", type=int, default=40, metavar="N",
+                    help="show the last N timeline events (0: none)")
+    ap.add_argument("--json", action="store_true", help="print the normalized JSON instead")
+    ns = ap.parse_args(args)
+    try:
+        rep = json.loads(Path(ns.file).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"harvester-sim report: cannot read {ns.file}: {exc}", file=sys.stderr)
+        return 2
+    if ns.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(format_text(rep, ns.timeline))
+    if ns.plot:
+        try:
+            plot(rep, ns.plot)
+        except ImportError:
+            print("harvester-sim report: --plot needs matplotlib (pip install matplotlib)",
+                  file=sys.stderr)
+            return 3
+        print(f"timeline picture written to {ns.plot}")
+    return 1 if rep.get("invariant_violations") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,484 @@
+"""Simulated KubeVirt, through the in-process API client only.
+
+The fixture builds a bare world (CRDs, a namespace, Ready nodes) and sets up the KubeVirt
+controller alone: without the kubelet/scheduler modules the controller places and runs its
+launcher pods itself, and the tests play the kubelet where it matters (a node reboot).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import harvester_sim
+from harvester_sim.api.errors import ApiError
+from harvester_sim.controllers import kubevirt
+from harvester_sim.world import World
+
+CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
+API = "kubevirt.io/v1"
+FAST = {"vm_start_s": 5, "vm_stop_s": 5, "pod_start_s": 1, "migration_overhead_s": 5,
+        "migration_bandwidth_mib_s": 1024}
+
+
+def install_crds(world: World) -> None:
+    for f in sorted(CRD_DIR.glob("*.yaml")):
+        for doc in yaml.safe_load_all(f.read_text()):
+            if doc:
+                world.client.create(doc)
+
+
+def make_node(world: World, name: str, labels: dict[str, str] | None = None,
+              ready: bool = True) -> None:
+    world.client.create({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                              "harvesterhci.io/managed": "true",
+                                              **(labels or {})}},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                   "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "200"}},
+    })
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def world_factory() -> Iterator[Callable[..., World]]:
+    worlds: list[World] = []
+
+    def make(nodes: int = 3, faults: list[dict[str, Any]] | None = None,
+             speed: float = 100.0, kubevirt_cfg: dict[str, Any] | None = None,
+             node_labels: list[dict[str, str]] | None = None) -> World:
+        scenario: dict[str, Any] = {"timings": FAST, "faults": faults or []}
+        if kubevirt_cfg:
+            scenario["kubevirt"] = kubevirt_cfg
+        w = World(scenario, speed=speed, seed=1)
+        w.client.create({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": "default"}})
+        install_crds(w)
+        for i in range(nodes):
+            make_node(w, f"node-{i}", (node_labels or [{}] * nodes)[i])
+        w.controllers["kubevirt"] = kubevirt.setup(w)
+        w.runtime.start()
+        worlds.append(w)
+        return w
+
+    yield make
+    for w in worlds:
+        w.stop()
+        assert not w.runtime.errors, w.runtime.errors[0]
+
+
+def vm_body(name: str, run_strategy: str | None = "Always", eviction: str | None = "LiveMigrate",
+            memory: str = "1Gi", extra_spec: dict[str, Any] | None = None,
+            claims: list[str] | None = None, **template_spec: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "domain": {"cpu": {"cores": 1}, "memory": {"guest": memory},
+                   "resources": {"requests": {"memory": memory}},
+                   "devices": {"interfaces": [{"name": "default", "masquerade": {}}],
+                               "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}]}},
+        "networks": [{"name": "default", "pod": {}}],
+        "volumes": [{"name": c, "persistentVolumeClaim": {"claimName": c}}
+                    for c in claims or []],
+    }
+    if eviction:
+        spec["evictionStrategy"] = eviction
+    spec.update(template_spec)
+    body: dict[str, Any] = {
+        "apiVersion": API, "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"template": {"metadata": {"labels": {"harvesterhci.io/vmName": name}},
+                              "spec": spec}},
+    }
+    if run_strategy:
+        body["spec"]["runStrategy"] = run_strategy
+    body["spec"].update(extra_spec or {})
+    return body
+
+
+def pvc(world: World, name: str, mode: str = "ReadWriteMany") -> None:
+    world.client.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                         "metadata": {"name": name, "namespace": "default"},
+                         "spec": {"accessModes": [mode], "volumeMode": "Block",
+                                  "storageClassName": "longhorn",
+                                  "resources": {"requests": {"storage": "10Gi"}}}})
+
+
+def vmi(world: World, name: str) -> dict[str, Any] | None:
+    return world.client.try_get(API, "VirtualMachineInstance", name, "default")
+
+
+def running(world: World, name: str) -> dict[str, Any] | None:
+    v = vmi(world, name)
+    if v and (v.get("status") or {}).get("phase") == "Running":
+        return v
+    return None
+
+
+def launcher_pods(world: World, name: str) -> list[dict[str, Any]]:
+    return world.client.list("v1", "Pod", "default",
+                             label_selector={"vm.kubevirt.io/name": name})
+
+
+def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    c = kubevirt.condition(obj, type_)
+    assert c is not None, f"no {type_} condition"
+    return c
+
+
+def events(world: World, kind: str) -> list[dict[str, Any]]:
+    return [e for e in world.timeline.snapshot() if e["event"] == kind]
+
+
+def wait_running(world: World, name: str) -> dict[str, Any]:
+    return wait_for(lambda: running(world, name), what=f"VMI {name} Running")  # type: ignore
+
+
+# --------------------------------------------------------------------------- lifecycle
+def test_vm_start_and_stop(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    c = w.client
+    c.create(vm_body("vm1"))
+    v = wait_running(w, "vm1")
+    st = v["status"]
+    assert st["nodeName"].startswith("node-")
+    assert v["metadata"]["labels"]["kubevirt.io/nodeName"] == st["nodeName"]
+    assert [p["phase"] for p in st["phaseTransitionTimestamps"]] == \
+        ["Pending", "Scheduling", "Scheduled", "Running"]
+    assert cond(v, "Ready")["status"] == "True"
+    pods = launcher_pods(w, "vm1")
+    assert len(pods) == 1
+    pod = pods[0]
+    assert pod["metadata"]["name"].startswith("virt-launcher-vm1-")
+    assert pod["metadata"]["labels"]["kubevirt.io"] == "virt-launcher"
+    assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == v["metadata"]["uid"]
+    assert pod["spec"]["nodeName"] == st["nodeName"]
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["memory"] == "1280Mi"
+    vm = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("printableStatus")
+                           == "Running" else None)(c.get(API, "VirtualMachine", "vm1",
+                                                         "default")), what="VM Running")
+    assert vm["status"]["ready"] is True
+    assert events(w, "vm_started")[0]["vm"] == "default/vm1"
+
+    c.patch(API, "VirtualMachine", "vm1", {"spec": {"runStrategy": "Halted"}}, "default")
+    wait_for(lambda: c.get(API, "VirtualMachine", "vm1", "default")["status"]
+             ["printableStatus"] == "Stopping", what="Stopping")
+    wait_for(lambda: vmi(w, "vm1") is None, what="VMI deleted")
+    wait_for(lambda: not launcher_pods(w, "vm1"), what="launcher pod gone")
+    wait_for(lambda: c.get(API, "VirtualMachine", "vm1", "default")["status"]
+             ["printableStatus"] == "Stopped", what="Stopped")
+    assert events(w, "vm_stopped")[0]["node"] == st["nodeName"]
+    assert not events(w, "vm_killed")
+
+
+def test_legacy_running_field_and_manual(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    w.client.create(vm_body("legacy", run_strategy=None, extra_spec={"running": True}))
+    w.client.create(vm_body("manual", run_strategy="Manual"))
+    wait_running(w, "legacy")
+    time.sleep(0.2)
+    assert vmi(w, "manual") is None
+    w.client.patch(API, "VirtualMachine", "manual",
+                   {"status": {"stateChangeRequests": [{"action": "Start"}]}}, "default",
+                   subresource="status")
+    wait_running(w, "manual")
+
+
+# --------------------------------------------------------------------------- migratability
+def test_live_migratable_reasons(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    pvc(w, "rwx-disk")
+    pvc(w, "rwo-disk", "ReadWriteOnce")
+    c = w.client
+    c.create(vm_body("ok", claims=["rwx-disk"]))
+    c.create(vm_body("rwo", claims=["rwo-disk"]))
+    c.create(vm_body("missing", claims=["nope"]))
+    gpu = vm_body("gpu")
+    gpu["spec"]["template"]["spec"]["domain"]["devices"]["hostDevices"] = [
+        {"name": "gpu0", "deviceName": "nvidia.com/GA104GL_RTX_A4000"}]
+    c.create(gpu)
+    bridge = vm_body("bridge")
+    bridge["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "bridge": {}}]
+    c.create(bridge)
+    cdrom = vm_body("cdrom", volumes=[{"name": "cd", "containerDisk": {"image": "x/iso"}}])
+    cdrom["spec"]["template"]["spec"]["domain"]["devices"]["disks"].append(
+        {"name": "cd", "cdrom": {"bus": "sata"}})
+    c.create(cdrom)
+    expect = {
+        "ok": ("True", None, None),
+        "rwo": ("False", "DisksNotLiveMigratable", "PVC rwo-disk is not shared"),
+        "missing": ("False", "DisksNotLiveMigratable", "Unable to determine if PVC nope"),
+        "gpu": ("False", "HostDeviceNotLiveMigratable", "VMI uses a PCI host devices"),
+        "bridge": ("False", "InterfaceNotLiveMigratable", "does not use masquerade"),
+        "cdrom": ("True", None, None),
+    }
+    for name, (status, reason, msg) in expect.items():
+        v = wait_running(w, name)
+        lm = cond(v, "LiveMigratable")
+        assert lm["status"] == status, name
+        assert lm.get("reason") == reason, name
+        if msg:
+            assert msg in lm["message"], name
+    assert running(w, "ok")["status"]["migrationMethod"] == "LiveMigration"  # type: ignore
+    # the VM mirrors the VMI's LiveMigratable condition
+    wait_for(lambda: any(x.get("type") == "LiveMigratable" for x in
+                         c.get(API, "VirtualMachine", "gpu", "default")["status"]["conditions"]))
+
+
+def test_migration_of_non_migratable_vmi_is_refused(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    gpu = vm_body("gpu")
+    gpu["spec"]["template"]["spec"]["domain"]["devices"]["hostDevices"] = [
+        {"name": "gpu0", "deviceName": "nvidia.com/GA104GL_RTX_A4000"}]
+    w.client.create(gpu)
+    wait_running(w, "gpu")
+    with pytest.raises(ApiError) as ei:
+        w.client.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+                         "metadata": {"name": "m1", "namespace": "default"},
+                         "spec": {"vmiName": "gpu"}})
+    assert ei.value.code == 400
+    assert "Cannot migrate VMI, Reason: HostDeviceNotLiveMigratable" in ei.value.message
+    with pytest.raises(ApiError) as ei:
+        w.client.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+                         "metadata": {"name": "m2", "namespace": "default"},
+                         "spec": {"vmiName": "ghost"}})
+    assert 'the VMI "default/ghost" does not exist' in ei.value.message
+
+
+# --------------------------------------------------------------------------- eviction
+def test_eviction_is_refused_and_starts_an_evacuation(world_factory: Callable[..., World]
+                                                      ) -> None:
+    w = world_factory()
+    c = w.client
+    c.create(vm_body("vm1", memory="8Gi"))
+    source = wait_running(w, "vm1")["status"]["nodeName"]
+    pod = launcher_pods(w, "vm1")[0]["metadata"]["name"]
+    with pytest.raises(ApiError) as ei:
+        c.evict(pod, "default")
+    assert ei.value.code == 429
+    assert ei.value.message == (
+        'admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the '
+        'request: Eviction triggered evacuation of VMI "default/vm1"')
+    assert vmi(w, "vm1")["status"]["evacuationNodeName"] == source  # type: ignore
+    # while it is being evacuated, KubeVirt's PDB holds the pod
+    with pytest.raises(ApiError) as ei:
+        c.evict(pod, "default")
+    assert ei.value.code == 429
+    assert "disruption budget" in ei.value.message
+
+    def moved() -> dict[str, Any] | None:
+        v = running(w, "vm1")
+        return v if v and v["status"]["nodeName"] != source else None
+    v = wait_for(moved, what="VMI moved")
+    assert "evacuationNodeName" not in v["status"]
+    ms = v["status"]["migrationState"]
+    assert ms["completed"] is True and ms["sourceNode"] == source
+    assert v["metadata"]["labels"]["kubevirt.io/nodeName"] == v["status"]["nodeName"]
+    migs = c.list(API, "VirtualMachineInstanceMigration", "default")
+    assert len(migs) == 1
+    m = migs[0]
+    assert m["metadata"]["name"].startswith("kubevirt-evacuation-")
+    assert m["metadata"]["labels"]["kubevirt.io/vmi-name"] == "vm1"
+    assert m["metadata"]["annotations"]["kubevirt.io/evacuationMigration"] == source
+    assert [p["phase"] for p in m["status"]["phaseTransitionTimestamps"]] == [
+        "Pending", "Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running",
+        "Succeeded"]
+    wait_for(lambda: [p["spec"]["nodeName"] for p in launcher_pods(w, "vm1")] ==
+             [v["status"]["nodeName"]], what="old launcher pod removed")
+    kv = w.controllers["kubevirt"]
+    assert kv.migrations_per_vm == {"default/vm1": 1}
+    assert w.timeline.counters["vm_migrations"] == 1
+    started = events(w, "vm_migration_started")[0]
+    assert (started["vm"], started["source"], started["target"]) == \
+        ("default/vm1", source, v["status"]["nodeName"])
+    assert events(w, "vm_migration_succeeded")[0]["target"] == v["status"]["nodeName"]
+    assert not events(w, "vm_killed")
+
+
+def test_eviction_of_non_migratable_and_of_strategy_none(world_factory: Callable[..., World]
+                                                         ) -> None:
+    w = world_factory()
+    c = w.client
+    gpu = vm_body("gpu")
+    gpu["spec"]["template"]["spec"]["domain"]["devices"]["hostDevices"] = [
+        {"name": "gpu0", "deviceName": "nvidia.com/GA104GL_RTX_A4000"}]
+    c.create(gpu)
+    c.create(vm_body("plain", eviction=None))
+    wait_running(w, "gpu")
+    wait_running(w, "plain")
+    with pytest.raises(ApiError) as ei:
+        c.evict(launcher_pods(w, "gpu")[0]["metadata"]["name"], "default")
+    assert ei.value.code == 429
+    assert ei.value.message.endswith(
+        "VMI gpu is configured with an eviction strategy but is not live-migratable")
+    old_uid = vmi(w, "plain")["metadata"]["uid"]  # type: ignore
+    c.evict(launcher_pods(w, "plain")[0]["metadata"]["name"], "default")
+    # evictionStrategy None: the guest is shut down; runStrategy Always starts it again
+    wait_for(lambda: (running(w, "plain") or {}).get("metadata", {}).get("uid") not in
+             (None, old_uid), what="VM restarted")
+    assert events(w, "vm_stopped")[0]["vm"] == "default/plain"
+    assert not events(w, "vm_killed")
+
+
+# --------------------------------------------------------------------------- drain taint
+def test_drain_taint_evacuates_with_parallel_limits(world_factory: Callable[..., World]
+                                                    ) -> None:
+    w = world_factory()
+    c = w.client
+    for n in ("node-1", "node-2"):
+        c.patch("v1", "Node", n, {"spec": {"unschedulable": True}})
+    time.sleep(0.05)
+    names = [f"vm{i}" for i in range(6)]
+    for n in names:
+        c.create(vm_body(n, memory="4Gi"))
+    # a pinned VM would hold one of node-0's two outbound slots with an unschedulable target
+    # (as in KubeVirt): the upgrade shuts such VMs down instead; here it does not migrate
+    pinned = vm_body("pinned", eviction=None,
+                     nodeSelector={"kubernetes.io/hostname": "node-0"})
+    c.create(pinned)
+    for n in names + ["pinned"]:
+        assert wait_running(w, n)["status"]["nodeName"] == "node-0"
+    for n in ("node-1", "node-2"):
+        c.patch("v1", "Node", n, {"spec": {"unschedulable": False}})
+    c.patch("v1", "Node", "node-0", {"spec": {"unschedulable": True, "taints": [
+        {"key": "kubevirt.io/drain", "value": "draining", "effect": "NoSchedule"}]}})
+
+    def all_moved() -> bool:
+        return all((running(w, n) or {}).get("status", {}).get("nodeName") not in
+                   (None, "node-0") for n in names)
+    wait_for(all_moved, timeout=20, what="all VMs off node-0")
+    # never more than 2 outbound migrations from one node at a time
+    level = peak = 0
+    for e in w.timeline.snapshot():
+        if e["event"] == "vm_migration_started":
+            level += 1
+            peak = max(peak, level)
+        elif e["event"] in ("vm_migration_succeeded", "vm_migration_failed"):
+            level -= 1
+    assert peak == 2
+    assert sum(w.controllers["kubevirt"].migrations_per_vm.values()) == 6
+    migs = c.list(API, "VirtualMachineInstanceMigration", "default")
+    assert all(m["metadata"]["name"].startswith("kubevirt-evacuation-") for m in migs)
+    assert running(w, "pinned")["status"]["nodeName"] == "node-0"  # type: ignore
+
+
+def test_pinned_vm_migration_fails_after_unschedulable_timeout(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory(kubevirt_cfg={"unschedulablePendingTimeoutSeconds": 30})
+    c = w.client
+    c.create(vm_body("pinned", nodeSelector={"kubernetes.io/hostname": "node-0"}))
+    wait_running(w, "pinned")
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"},
+              "spec": {"vmiName": "pinned"}})
+    wait_for(lambda: (c.get(API, "VirtualMachineInstanceMigration", "m1", "default")
+                      .get("status") or {}).get("phase") == "Scheduling")
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Failed"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", "m1",
+                                           "default")), what="migration Failed")
+    assert "unschedulable" in m["status"]["migrationState"]["failureReason"]
+    assert running(w, "pinned")["status"]["nodeName"] == "node-0"  # type: ignore
+    wait_for(lambda: len(launcher_pods(w, "pinned")) == 1, what="target pod removed")
+
+
+def test_added_node_selector_is_honoured(world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
+                                            {"zone": "c"}])
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    want = "node-3" if src != "node-3" else "node-0"
+    zone = "c" if want == "node-3" else "a"
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "directed", "namespace": "default"},
+              "spec": {"vmiName": "vm1", "addedNodeSelector": {"zone": zone}}})
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
+             what="VMI on the selected node")
+    m = c.get(API, "VirtualMachineInstanceMigration", "directed", "default")
+    assert m["status"]["phase"] == "Succeeded"
+    assert m["status"]["migrationState"]["targetNode"] == want
+
+
+# --------------------------------------------------------------------------- faults
+def test_migration_fail_fault(world_factory: Callable[..., World]) -> None:
+    w = world_factory(faults=[{"kind": "migration_fail", "target": {"vm": "default/vm1"},
+                               "times": 1}])
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Failed"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", "m1",
+                                           "default")), what="migration Failed")
+    assert m["status"]["migrationState"]["failed"] is True
+    v = running(w, "vm1")
+    assert v is not None and v["status"]["nodeName"] == src
+    assert v["status"]["migrationState"]["failed"] is True
+    failed = events(w, "vm_migration_failed")[0]
+    assert failed["vm"] == "default/vm1" and failed["source"] == src
+    wait_for(lambda: len(launcher_pods(w, "vm1")) == 1, what="target pod removed")
+    # the fault fired once: the next migration succeeds
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m2", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") != src,
+             what="second migration")
+    assert w.controllers["kubevirt"].migrations_per_vm == {"default/vm1": 1}
+
+
+def test_migration_hang_fault(world_factory: Callable[..., World]) -> None:
+    w = world_factory(faults=[{"kind": "migration_hang", "target": {"vm": "default/vm1"}}])
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    wait_for(lambda: (c.get(API, "VirtualMachineInstanceMigration", "m1", "default")
+                      .get("status") or {}).get("phase") == "Running")
+    time.sleep(0.5)  # 50 simulated seconds: far longer than the migration would take
+    assert c.get(API, "VirtualMachineInstanceMigration", "m1", "default")["status"][
+        "phase"] == "Running"
+    assert c.get(API, "VirtualMachine", "vm1", "default")["status"]["printableStatus"] == \
+        "Migrating"
+    c.delete(API, "VirtualMachineInstanceMigration", "m1", "default")  # abort
+    wait_for(lambda: len(launcher_pods(w, "vm1")) == 1, what="target pod removed")
+    assert running(w, "vm1")["status"]["nodeName"] == src  # type: ignore
+    wait_for(lambda: c.get(API, "VirtualMachine", "vm1", "default")["status"]
+             ["printableStatus"] == "Running")
+
+
+# --------------------------------------------------------------------------- node reboot
+def test_node_reboot_kills_its_vms_and_they_restart_elsewhere(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    c = w.client
+    c.create(vm_body("vm1"))
+    v = wait_running(w, "vm1")
+    node = v["status"]["nodeName"]
+    # what the kubelet does on a reboot: the node goes NotReady and its pods are gone
+    c.patch("v1", "Node", node, {"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}},
+        subresource="status")
+    for p in launcher_pods(w, "vm1"):
+        c.delete("v1", "Pod", p["metadata"]["name"], "default", grace_period=0)
+    killed = wait_for(lambda: events(w, "vm_killed"), what="vm_killed")[0]
+    assert killed["vm"] == "default/vm1" and killed["node"] == node
+    assert killed["reason"] == "NodeNotReady"
+    v2 = wait_for(lambda: (lambda x: x if x and x["metadata"]["uid"] != v["metadata"]["uid"]
+                           else None)(running(w, "vm1")), what="VM restarted")
+    assert v2["status"]["nodeName"] != node

@@ -1,0 +1,204 @@
+"""Simulated Longhorn through the in-process API: replicas, robustness, rebuilds, the
+instance-manager PDB and the ``volume_degraded`` fault."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import harvester_sim
+from harvester_sim.api.errors import ApiError
+from harvester_sim.controllers import longhorn
+from harvester_sim.world import World
+
+CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
+API = "longhorn.io/v1beta2"
+NS = "longhorn-system"
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def world_factory() -> Iterator[Callable[..., World]]:
+    worlds: list[World] = []
+
+    def make(faults: list[dict[str, Any]] | None = None) -> World:
+        w = World({"timings": {"replica_rebuild_s": 20, "pod_start_s": 1},
+                   "faults": faults or []}, speed=100.0, seed=1)
+        for ns in ("default", NS):
+            w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for doc in yaml.safe_load_all((CRD_DIR / "longhorn.io.yaml").read_text()):
+            w.client.create(doc)
+        for i in range(3):
+            w.client.create({"apiVersion": "v1", "kind": "Node",
+                             "metadata": {"name": f"node-{i}"},
+                             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        w.client.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                         "metadata": {"name": "disk", "namespace": "default"},
+                         "spec": {"accessModes": ["ReadWriteMany"], "volumeName": "pvc-1",
+                                  "resources": {"requests": {"storage": "10Gi"}}}})
+        w.client.create({"apiVersion": API, "kind": "Volume",
+                         "metadata": {"name": "pvc-1", "namespace": NS},
+                         "spec": {"numberOfReplicas": 3, "size": str(10 * 1024 ** 3),
+                                  "accessMode": "rwx", "migratable": True}})
+        w.controllers["longhorn"] = longhorn.setup(w)
+        w.runtime.start()
+        worlds.append(w)
+        return w
+
+    yield make
+    for w in worlds:
+        w.stop()
+        assert not w.runtime.errors, w.runtime.errors[0]
+
+
+def volume(w: World) -> dict[str, Any]:
+    return w.client.get(API, "Volume", "pvc-1", NS)
+
+
+def robustness(w: World) -> str:
+    return str((volume(w).get("status") or {}).get("robustness"))
+
+
+def attach(w: World, node: str = "node-0") -> None:
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "virt-launcher-vm1-abcde", "namespace": "default"},
+                     "spec": {"nodeName": node, "containers": [{"name": "compute",
+                                                                "image": "x"}],
+                              "volumes": [{"name": "disk", "persistentVolumeClaim":
+                                           {"claimName": "disk"}}]},
+                     "status": {"phase": "Running"}})
+
+
+def im_up(w: World, node: str) -> bool:
+    p = w.client.try_get("v1", "Pod", longhorn.im_name(node), NS)
+    return bool(p and (p.get("status") or {}).get("phase") == "Running")
+
+
+def test_replicas_attach_and_robustness(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    reps = wait_for(lambda: (lambda r: r if len(r) == 3 else None)(
+        w.client.list(API, "Replica", NS)), what="replicas")
+    assert sorted(r["spec"]["nodeID"] for r in reps) == ["node-0", "node-1", "node-2"]
+    assert w.client.get(API, "Engine", "pvc-1-e-0", NS)["spec"]["volumeName"] == "pvc-1"
+    assert w.client.get(API, "Setting", "replica-replenishment-wait-interval", NS)[
+        "value"] == "600"
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n), what=f"instance manager on {n}")
+    assert robustness(w) == "unknown"  # detached
+    attach(w)
+    wait_for(lambda: volume(w)["status"].get("state") == "attached", what="attached")
+    st = volume(w)["status"]
+    assert st["currentNodeID"] == "node-0"
+    assert st["robustness"] == "healthy"
+    assert st["kubernetesStatus"]["pvcName"] == "disk"
+    assert st["kubernetesStatus"]["workloadsStatus"][0]["workloadName"] == "vm1"
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
+    wait_for(lambda: volume(w)["status"].get("state") == "detached", what="detached")
+
+
+def test_node_reboot_degrades_then_rebuilds(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    # the kubelet's reboot: node NotReady, its pods Failed
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    failed = [r for r in w.client.list(API, "Replica", NS) if r["spec"].get("failedAt")]
+    assert [r["spec"]["nodeID"] for r in failed] == ["node-1"]
+    assert failed[0]["status"]["currentState"] == "error"
+    time.sleep(0.1)
+    assert robustness(w) == "degraded"  # not while the node is down
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    wait_for(lambda: im_up(w, "node-1"), what="instance manager back")
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
+    ev = [e["event"] for e in w.timeline.snapshot()]
+    assert "replica_failed" in ev and "replica_rebuilt" in ev
+    reb = next(e for e in w.timeline.snapshot() if e["event"] == "replica_rebuilt")
+    fail = next(e for e in w.timeline.snapshot() if e["event"] == "replica_failed")
+    assert reb["t"] - fail["t"] >= 20
+
+
+def test_detached_volume_keeps_its_replicas_through_a_reboot(
+        world_factory: Callable[..., World]) -> None:
+    """A detached volume's replicas run no process: a reboot of their node does not fail
+    them (the data stays on the disk); attaching while the node is down does."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+
+    def reboot_down(node: str) -> None:
+        w.client.patch("v1", "Node", node, {"status": {"conditions": [
+            {"type": "Ready", "status": "False"}]}}, subresource="status")
+        w.client.patch("v1", "Pod", longhorn.im_name(node), {"status": {"phase": "Failed"}},
+                       NS, subresource="status")
+
+    reboot_down("node-1")
+    wait_for(lambda: not im_up(w, "node-1"), what="instance manager down")
+    time.sleep(0.1)
+    assert not [r for r in w.client.list(API, "Replica", NS) if r["spec"].get("failedAt")]
+    assert robustness(w) == "unknown"
+    attach(w)
+    wait_for(lambda: robustness(w) == "degraded", what="degraded once attached")
+    failed = [r["spec"]["nodeID"] for r in w.client.list(API, "Replica", NS)
+              if r["spec"].get("failedAt")]
+    assert failed == ["node-1"]
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
+
+
+def test_instance_manager_pdb_blocks_the_last_healthy_replica(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    lh = w.controllers["longhorn"]
+    assert w.client.list("policy/v1", "PodDisruptionBudget", NS) == []
+    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=2))
+    wait_for(lambda: robustness(w) == "degraded")
+    pdbs = wait_for(lambda: w.client.list("policy/v1", "PodDisruptionBudget", NS),
+                    what="instance-manager PDB")
+    assert len(pdbs) == 1
+    last = pdbs[0]["spec"]["selector"]["matchLabels"]["longhorn.io/node"]
+    assert pdbs[0]["metadata"]["name"] == longhorn.im_name(last)
+    with pytest.raises(ApiError) as ei:
+        w.client.evict(longhorn.im_name(last), NS)
+    assert ei.value.code == 429
+    # three faulted replicas: faulted
+    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=1))
+    wait_for(lambda: robustness(w) == "faulted", what="faulted")
+    wait_for(lambda: not w.client.list("policy/v1", "PodDisruptionBudget", NS),
+             what="PDB gone once nothing healthy is left to protect")
+
+
+def test_volume_degraded_fault_heals(world_factory: Callable[..., World]) -> None:
+    w = world_factory(faults=[{"kind": "volume_degraded", "target": {"volume": "pvc-1"},
+                               "times": 1, "heal_after_s": 30}])
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "degraded", what="fault degraded the volume")
+    wait_for(lambda: robustness(w) == "healthy", what="healed")
+    assert any(e["event"] == "volume_degraded" for e in w.timeline.snapshot())

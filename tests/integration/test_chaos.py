@@ -1,0 +1,28 @@
+"""Small-N chaos in `make test`: SIGKILL ansible-playbook at random moments, re-run, and
+check the upgrade still ends well (``scripts/chaos.py``: plan Succeeded, every node rebooted
+exactly once, zero invariant violations, no leftovers). Fixed seed, so a failure replays
+with ``scripts/chaos.py --runs 2 --scenarios three-node --speed 200 --seed 20260``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("harvester_sim")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.timeout(900)]
+
+
+def test_chaos_two_runs(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--runs", "2",
+         "--scenarios", "three-node", "--speed", "200", "--seed", "20260",
+         "--kill-min", "2", "--kill-max", "25", "--out", str(tmp_path / "chaos")],
+        cwd=ROOT, capture_output=True, text=True, timeout=840, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "2/2 runs passed" in proc.stdout, proc.stdout

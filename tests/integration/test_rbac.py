@@ -1,0 +1,146 @@
+"""Least privilege: the collection runs under the ServiceAccount of ``deploy/rbac.yaml``.
+
+The simulator enforces RBAC for every token but the admin's (``system:masters``). These tests
+apply ``deploy/rbac.yaml`` with the admin kubeconfig, mint a token for
+``harvester-system/harvester-upgrade`` (TokenRequest, as ``kubectl create token`` does) and
+run the playbooks with only that token.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("harvester_sim")
+
+ROOT = Path(__file__).resolve().parents[2]
+RBAC_YAML = ROOT / "deploy" / "rbac.yaml"
+SA = "harvester-system/harvester-upgrade"
+PLAN_API = "management.harvesterhci.io/v1beta1"
+SPEED = 200
+CLUSTER_PHASES = "preflight,iso_download,repo_create,metadata_populate,image_preload"
+
+pytestmark = [pytest.mark.timeout(900)]
+
+
+def _docs() -> list[dict[str, Any]]:
+    """The objects of ``deploy/rbac.yaml`` (one ``v1 List`` document)."""
+    doc = yaml.safe_load(RBAC_YAML.read_text())
+    assert doc["apiVersion"] == "v1" and doc["kind"] == "List", doc.get("kind")
+    return [d for d in doc["items"] if d]
+
+
+def _apply(sim: Any, docs: list[dict[str, Any]]) -> None:
+    """``kubectl apply`` with the admin kubeconfig, as an operator would."""
+    proc = subprocess.run(["kubectl", "apply", "-f", "-"], input=yaml.safe_dump_all(docs),
+                          env={**os.environ, **sim.env}, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _sa_env(sim: Any) -> dict[str, str]:
+    return dict(sim.env_for(sim.service_account_kubeconfig(SA)))
+
+
+def _plans(sim: Any) -> list[dict[str, Any]]:
+    try:
+        return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
+    except Exception:  # noqa: BLE001 - no CRD yet
+        return []
+
+
+def _forbidden(sim: Any) -> int:
+    return int(sim.stats()["by_code"].get("403", 0))
+
+
+def test_rbac_yaml_is_well_formed() -> None:
+    docs = _docs()
+    kinds = [(d["kind"], d["metadata"].get("namespace")) for d in docs]
+    assert ("ServiceAccount", "harvester-system") in kinds
+    assert ("ClusterRole", None) in kinds and ("ClusterRoleBinding", None) in kinds
+    for d in docs:
+        for rule in d.get("rules") or []:
+            assert "*" not in rule.get("verbs", []), rule
+            assert "*" not in rule.get("resources", []), rule
+            assert "*" not in rule.get("apiGroups", []), rule
+            assert not ({"escalate", "bind", "impersonate"} & set(rule.get("verbs", []))), rule
+        # no access to Secrets outside fleet-local (the machine-plan Secrets)
+        if d["kind"] == "ClusterRole":
+            assert not any("secrets" in r.get("resources", []) for r in d["rules"])
+
+
+def test_cluster_phases_under_the_service_account(simulator: Any, playbook: Any) -> None:
+    """Preflight .. ImagePreload with only the ServiceAccount's token: no 403 at all."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _docs())
+    env = _sa_env(sim)
+    res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
+    assert res.rc == 0, res
+    assert _forbidden(sim) == 0, sim.stats()["by_user_agent_request"]
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "ImagePreloaded", st
+    assert env["K8S_AUTH_KUBECONFIG"] != sim.env["K8S_AUTH_KUBECONFIG"]
+
+
+def test_whole_upgrade_under_the_service_account(simulator: Any, playbook: Any) -> None:
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _docs())
+    res = playbook(sim, env=_sa_env(sim), timeout=420)
+    forbidden = _forbidden(sim)
+    assert forbidden == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
+    assert res.rc == 0, res
+    plans = _plans(sim)
+    assert plans and plans[0]["status"]["currentPhase"] == "Succeeded"
+
+
+def _without(docs: list[dict[str, Any]], kind: str, namespace: str | None, group: str,
+             resource: str, verb: str) -> list[dict[str, Any]]:
+    """``docs`` with ``verb`` on ``group/resource`` removed from one role."""
+    out = copy.deepcopy(docs)
+    removed = False
+    for d in out:
+        if d["kind"] != kind or d["metadata"].get("namespace") != namespace:
+            continue
+        for rule in d["rules"]:
+            if group in rule.get("apiGroups", []) and resource in rule.get("resources", []) \
+                    and verb in rule.get("verbs", []):
+                rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+                removed = True
+        d["rules"] = [r for r in d["rules"] if r.get("verbs")]
+    assert removed, (kind, namespace, group, resource, verb)
+    return out
+
+
+def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
+        simulator: Any, playbook: Any) -> None:
+    """No ``create`` on VirtualMachineImages: ISODownload fails, naming resource and verb, and
+    the plan records why; no later phase runs."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _without(_docs(), "Role", "harvester-system", "harvesterhci.io",
+                         "virtualmachineimages", "create"))
+    res = playbook(sim, tags=CLUSTER_PHASES, env=_sa_env(sim), timeout=600)
+    assert res.rc != 0, res
+    out = res.output
+    needle = ('virtualmachineimages.harvesterhci.io is forbidden: User '
+              '"system:serviceaccount:harvester-system:harvester-upgrade" cannot create '
+              'resource "virtualmachineimages" in API group "harvesterhci.io" in the '
+              'namespace "harvester-system"')
+    assert needle in out, res
+    failed_task = [ln for ln in out.splitlines() if ln.startswith("TASK [")]
+    assert failed_task and "iso_download" in failed_task[-1], failed_task[-3:]
+    assert "repo_create" not in "".join(failed_task)
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    text = json.dumps(st)
+    assert "forbidden" in text and "virtualmachineimages" in text, st
+    assert st.get("currentPhase") in ("ISODownloading", "Failed"), st

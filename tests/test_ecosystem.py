@@ -1,0 +1,167 @@
+"""The cheap ecosystem gates, run by ``make test``: ansible-doc for every plugin, the AWX
+configuration's syntax, the execution environment's build context and collection metadata,
+antsibull-changelog, ansible-lint (production profile) on roles and playbooks.
+
+The slow gates (ansible-test sanity, galaxy-importer, molecule) are scripts under
+``scripts/`` run by ``make lint``-style targets; see docs/awx.md and the scripts' headers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")
+                 if p.stem != "__init__")
+
+
+class _AnsibleYamlLoader(yaml.SafeLoader):
+    """SafeLoader that reads Ansible's ``!unsafe`` tag as a plain string."""
+
+
+_AnsibleYamlLoader.add_constructor(
+    "!unsafe", lambda loader, node: loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+def load_playbook(path: Path) -> object:
+    return yaml.load(path.read_text(), Loader=_AnsibleYamlLoader)  # noqa: S506
+
+
+def run(cmd: list[str], timeout: float = 300, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    env.setdefault("ANSIBLE_NOCOLOR", "1")
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False, **kw)  # type: ignore[call-overload]
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed (make venv installs requirements-dev.txt)")
+    return str(path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collection_link() -> None:
+    """ansible finds harvester.upgrade through ansible_collections/harvester/upgrade -> ../..
+    (created by `make venv`); create it when a test runs outside make."""
+    link = ROOT / "ansible_collections" / "harvester" / "upgrade"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("..") / "..")
+
+
+def test_ansible_doc_every_module() -> None:
+    assert MODULES, "no modules in plugins/modules"
+    names = [f"harvester.upgrade.{m}" for m in MODULES]
+    res = run([tool("ansible-doc"), "-t", "module", "--json", *names])
+    assert res.returncode == 0, res.stderr[-3000:]
+    docs = json.loads(res.stdout)
+    for name in names:
+        doc = docs[name]["doc"]
+        assert doc.get("short_description"), f"{name}: no short_description"
+        assert docs[name].get("examples"), f"{name}: no EXAMPLES"
+        assert docs[name].get("return") is not None, f"{name}: no RETURN"
+
+
+@pytest.mark.parametrize("plugin_type,name", [
+    ("inventory", "harvester.upgrade.nodes"),
+    ("callback", "harvester.upgrade.harvester_progress"),
+])
+def test_ansible_doc_plugins(plugin_type: str, name: str) -> None:
+    res = run([tool("ansible-doc"), "-t", plugin_type, "--json", name])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)[name]["doc"]["short_description"]
+
+
+def test_awx_configuration_syntax() -> None:
+    res = run([tool("ansible-playbook"), "--syntax-check", "awx/configure.yml"])
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def test_awx_configuration_objects() -> None:
+    """Job templates run upgrade.yml with the survey variables the roles read."""
+    play = load_playbook(ROOT / "awx" / "configure.yml")[0]  # type: ignore[index]
+    defaults = yaml.safe_load((ROOT / "roles" / "common" / "defaults" / "main.yml").read_text())
+    survey_vars = {q["variable"] for q in play["vars"]["awx_upgrade_survey"]["spec"]}
+    extra = play["vars"]["awx_job_extra_vars"]
+    for var in survey_vars | set(extra):
+        assert var in defaults or var == "upgrade_pause_nodes_text", var
+    assert set(extra) <= set(defaults)
+    assert (ROOT / "upgrade.yml").exists()
+    templates = {t["name"]: t for t in play["vars"]["awx_job_templates"]}
+    assert templates["Harvester upgrade pre-flight (what-if)"]["job_tags"] == "preflight"
+    for template in templates.values():
+        assert (ROOT / template.get("playbook", "upgrade.yml")).is_file()
+    assert (ROOT / "inventories" / "harvester.nodes.yml").exists()
+    types = play["vars"]["awx_credential_types"]
+    envs = [set(t["injectors"]["env"]) for t in types]
+    assert any("K8S_AUTH_KUBECONFIG" in e for e in envs)
+    # an empty K8S_AUTH_HOST/API_KEY would override a kubeconfig: never in the same type
+    assert not any("K8S_AUTH_KUBECONFIG" in e and "K8S_AUTH_HOST" in e for e in envs)
+
+
+def test_execution_environment_build_context(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    res = run(["bash", str(ROOT / "scripts" / "ee_context.sh"), str(context)], timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    containerfile = (context / "Containerfile").read_text()
+    assert "ansible-galaxy collection install" in containerfile
+    assert "harvester.upgrade.harvester_progress" in containerfile
+    reqs = yaml.safe_load((context / "_build" / "requirements.yml").read_text())
+    names = [c["name"] for c in reqs["collections"]]
+    assert "kubernetes.core" in names
+    tarballs = [n for n in names if n.endswith(".tar.gz")]
+    assert tarballs and (context / "_build" / tarballs[0]).is_file()
+
+
+def test_execution_environment_introspection(tmp_path: Path) -> None:
+    """ansible-builder finds the collection's Python and system requirements once installed."""
+    galaxy = tool("ansible-galaxy")
+    res = run([galaxy, "collection", "build", "--force", "--output-path", str(tmp_path), "."])
+    assert res.returncode == 0, res.stderr[-2000:]
+    tarball = next(tmp_path.glob("harvester-upgrade-*.tar.gz"))
+    dest = tmp_path / "collections"
+    res = run([galaxy, "collection", "install", "--offline", "--no-deps", "--force",
+               "-p", str(dest), str(tarball)])
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = run([tool("ansible-builder"), "introspect", "--sanitize", str(dest)])
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout
+    assert "kubernetes" in out and "harvester.upgrade" in out
+    assert "python3" in out
+
+
+def test_changelog_lint() -> None:
+    res = run(["bash", str(ROOT / "scripts" / "changelog.sh"), "lint"])
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def test_changelog_release_would_succeed() -> None:
+    """The next ``antsibull-changelog release`` works (in a scratch copy: nothing changes)."""
+    if not shutil.which("antsibull-changelog", path=str(BIN)):
+        pytest.skip("antsibull-changelog is not installed")
+    res = run(["bash", str(ROOT / "scripts" / "changelog.sh"), "check"], timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert (ROOT / "CHANGELOG.rst").is_file()
+
+
+def test_ansible_lint_production_profile() -> None:
+    """Roles, playbooks, AWX and molecule playbooks pass ansible-lint's production profile
+    (.ansible-lint; known debt listed with reasons in .ansible-lint-ignore)."""
+    if not (ROOT / "roles").is_dir() or not any((ROOT / "roles").iterdir()):
+        pytest.skip("no roles yet")
+    tool("ansible-lint")
+    res = run(["bash", str(ROOT / "scripts" / "ansible_lint.sh")], timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]

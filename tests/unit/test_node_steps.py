@@ -1,0 +1,152 @@
+"""Pure parts of the node steps: forward-only states, safety gates, job shape, phase checks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+steps = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps")
+kube_mod = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube")
+
+
+@pytest.mark.parametrize(("current", "proposed", "allowed"), [
+    (None, "PreDraining", True),
+    ("ImagePreloaded", "UpgradePaused", True),
+    ("UpgradePaused", "PreDraining", True),
+    ("PreDraining", "PreDrained", True),
+    ("PreDrained", "PreDraining", False),           # never backwards
+    ("PostDraining", "WaitingReboot", True),
+    ("WaitingReboot", "PostDrained", True),
+    ("PostDrained", "PostDraining", False),
+    ("PreDrained", "PreDrainFailed", True),          # same rank: failure replaces success
+    ("SingleNodeUpgrading", "WaitingReboot", True),
+    ("ImageCleaned", "PostDrained", False),
+])
+def test_forward_only(current: str | None, proposed: str, allowed: bool) -> None:
+    assert kube_mod.state_allows(current, proposed) is allowed
+
+
+def vol(name: str, robustness: str, state: str = "attached") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"robustness": robustness, "state": state}}
+
+
+def rep(vol_name: str, node: str, running: bool = True) -> dict[str, Any]:
+    return {"spec": {"volumeName": vol_name, "nodeID": node},
+            "status": {"currentState": "running" if running else "stopped"}}
+
+
+def test_volume_safety() -> None:
+    assert steps._volume_at_risk(vol("a", "healthy"), "n1", []) is None
+    assert steps._volume_at_risk(vol("a", "degraded", "detached"), "n1", []) is None
+    # no replica information: any attached non-healthy volume holds the node
+    assert steps._volume_at_risk(vol("a", "degraded"), "n1", []) == "volume a is degraded"
+    # a healthy replica survives elsewhere: safe
+    assert steps._volume_at_risk(vol("a", "degraded"), "n1",
+                                 [rep("a", "n1"), rep("a", "n2")]) is None
+    # the only healthy replica is on this node: unsafe
+    assert steps._volume_at_risk(vol("a", "degraded"), "n1",
+                                 [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
+
+
+def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
+    pdb = {"metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}}},
+           "status": {"disruptionsAllowed": 0}}
+
+    def pod(name: str, labels: dict[str, str], owner: str = "ReplicaSet") -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "default", "labels": labels,
+                             "ownerReferences": [{"kind": owner}]},
+                "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    pods = [pod("web-1", {"app": "web"}), pod("launcher", {"kubevirt.io": "virt-launcher"}),
+            pod("ds", {"app": "web"}, owner="DaemonSet")]
+    blocked = steps._pdb_blocking([pdb], pods, "n1")
+    assert blocked == ["PodDisruptionBudget default/web allows no disruption of pod web-1"]
+    pdb["status"]["disruptionsAllowed"] = 1
+    assert steps._pdb_blocking([pdb], pods, "n1") == []
+
+
+def test_job_outcome() -> None:
+    assert steps._job_outcome(None)[0] == "absent"
+    assert steps._job_outcome({"status": {}})[0] == "running"
+    assert steps._job_outcome({"status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}})[0] == "complete"
+    assert steps._job_outcome({"status": {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+         "message": "Job has reached the specified backoff limit"}]}}) == (
+        "failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+
+
+class _FakeKube:
+    check_mode = True
+
+
+def test_job_shape_follows_protocol() -> None:
+    plan = {"apiVersion": "management.harvesterhci.io/v1beta1", "kind": "UpgradePlan",
+            "metadata": {"name": "hvst-upgrade-x", "uid": "u1"},
+            "spec": {"upgrade": "main-head"},
+            "status": {"releaseMetadata": {"os": "Harvester v1.6.0",
+                                           "kubernetes": "v1.32.7+rke2r1",
+                                           "harvester": "v1.6.0"}}}
+    w = kube_mod.PlanWriter(_FakeKube(), plan)  # type: ignore[arg-type]
+    job = steps.job_body(w, "post-drain", "node-1")
+    assert job["metadata"]["name"] == "hvst-upgrade-x-node-upgrade-post-drain-node-1"
+    assert job["metadata"]["namespace"] == "harvester-system"
+    labels = job["metadata"]["labels"]
+    assert labels["management.harvesterhci.io/upgrade-plan"] == "hvst-upgrade-x"
+    assert labels["management.harvesterhci.io/upgrade-component"] == "node-upgrade"
+    assert labels["management.harvesterhci.io/job-type"] == "post-drain"
+    assert labels["management.harvesterhci.io/node"] == "node-1"
+    assert job["metadata"]["ownerReferences"][0]["controller"] is True
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert pod["nodeName"] == "node-1" and pod["hostPID"] is True
+    assert c["name"] == "apply" and c["image"] == "rancher/harvester-upgrade-toolkit:main-head"
+    assert c["command"] == ["upgrade_node.sh"] and c["args"] == ["post-drain"]
+    assert {t["key"] for t in pod["tolerations"]} >= {"kubevirt.io/drain"}
+    assert len(steps.job_name("p" * 50, "single-node-upgrade", "node-1")) <= 63
+
+
+@pytest.mark.parametrize(("phase", "ok"), [
+    ("ClusterUpgrading", False), ("ClusterUpgraded", True), ("NodeUpgrading", True),
+    ("NodeUpgraded", True), ("Failed", False), ("", False)])
+def test_phase_gate(phase: str, ok: bool) -> None:
+    plan = {"metadata": {"name": "p"}, "status": {"currentPhase": phase}}
+    if ok:
+        assert steps.check_phase(plan) == phase
+    else:
+        with pytest.raises(kube_mod.NodeLoopError):
+            steps.check_phase(plan)
+
+
+def test_node_kube_is_the_shared_client_with_create_in() -> None:
+    client = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
+    created: list[tuple[dict[str, Any], str | None]] = []
+
+    class Res:
+        def create(self, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+            created.append((body, namespace))
+            return body
+
+    class Resources:
+        def get(self, api_version: str, kind: str) -> Res:
+            return Res()
+
+    class Dyn:
+        resources = Resources()
+
+    kube = kube_mod.Kube(Dyn())
+    assert isinstance(kube, client.Kube)
+    out = kube.create_in("v1", "ConfigMap", {"metadata": {"name": "x"}, "data": {}}, "ns")
+    assert out["apiVersion"] == "v1" and out["kind"] == "ConfigMap"
+    assert created == [({"metadata": {"name": "x", "namespace": "ns"}, "data": {},
+                         "apiVersion": "v1", "kind": "ConfigMap"}, "ns")]

@@ -1,0 +1,302 @@
+"""Every pre-flight check: pass, fail and (where it exists) its skip annotation."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import pytest
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    preflight_checks as pc,
+)
+
+GiB = 1024**3
+NOW = _dt.datetime(2026, 3, 13, tzinfo=_dt.timezone.utc)
+
+
+def node(name: str, *, ready: bool = True, cordoned: bool = False, machine: str | None = None,
+         managed: bool = True, witness: bool = False, labels: dict[str, str] | None = None
+         ) -> dict[str, Any]:
+    lab = {"harvesterhci.io/managed": "true"} if managed else {}
+    if witness:
+        lab["node-role.harvesterhci.io/witness"] = "true"
+    lab.update(labels or {})
+    return {"metadata": {"name": name, "labels": lab,
+                         "annotations": {"cluster.x-k8s.io/machine": machine or f"m-{name}"}},
+            "spec": {"unschedulable": cordoned},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def machine(name: str, node_name: str | None, phase: str = "Running") -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if node_name:
+        status["nodeRef"] = {"name": node_name}
+    return {"metadata": {"name": name, "namespace": "fleet-local"}, "status": status}
+
+
+def plan(name: str, progressing: bool, phase: str = "ISODownloading") -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "status": {"currentPhase": phase, "conditions": [
+                {"type": "Progressing", "status": "True" if progressing else "False"}]}}
+
+
+def volume(name: str, *, replicas: int = 3, state: str = "attached",
+           robustness: str = "healthy", pvc: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"state": state, "robustness": robustness}
+    if pvc:
+        status["kubernetesStatus"] = {"namespace": "default", "pvcName": pvc}
+    return {"metadata": {"name": name, "namespace": "longhorn-system"},
+            "spec": {"numberOfReplicas": replicas}, "status": status}
+
+
+def vmi(name: str, on: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec,
+            "status": {"phase": "Running", "nodeName": on}}
+
+
+NODES = [node("n1"), node("n2"), node("n3")]
+
+
+def test_no_concurrent_upgrade() -> None:
+    assert not pc.no_concurrent_upgrade([plan("a", False), plan("me", True)], "me").failed
+    res = pc.no_concurrent_upgrade([plan("other", True)], "me")
+    assert res.failed and res.message == 'another upgrade "other" is in progress'
+    assert res.objects == ["upgradeplan/other"]
+
+
+def test_no_cleanup_in_progress() -> None:
+    assert not pc.no_cleanup_in_progress([plan("a", True)], "me").failed
+    assert pc.no_cleanup_in_progress([plan("a", True, "CleaningUp")], "me").failed
+
+
+def test_version_exists() -> None:
+    v = {"metadata": {"name": "v1.6.0"}, "spec": {"isoURL": "http://x/h.iso"}}
+    assert pc.version_exists("v1.6.0", v, None).status == "passed"
+    res = pc.version_exists("v1.6.0", None, None)
+    assert res.failed and "not found" in res.message and res.objects == ["version/v1.6.0"]
+    assert pc.version_exists(None, None, None).failed
+    assert pc.version_exists("v1.6.0", {"spec": {}}, None).failed
+    assert pc.version_exists(None, None, "harvester-iso").status == "skipped"
+
+
+def test_iso_image() -> None:
+    assert pc.iso_image(None, None).status == "skipped"
+    assert pc.iso_image("img", {"metadata": {"name": "img"}}).status == "passed"
+    assert pc.iso_image("img", None).failed
+
+
+def test_version_eligible() -> None:
+    assert pc.version_eligible("v1.5.1", "v1.6.0", "v1.5.0", False).status == "passed"
+    res = pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", False)
+    assert res.failed and "minimum upgradable" in res.message
+    assert pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", True).status == "skipped"
+    assert pc.version_eligible("v1.6.0", "v1.5.1", "", False).failed
+    same = pc.version_eligible("v1.6.0", "v1.6.0", "", False)
+    assert same.failed and "already runs" in same.message
+    assert pc.version_eligible(None, "v1.6.0", "", False).failed
+
+
+def test_nodes_ready() -> None:
+    assert not pc.nodes_ready(NODES).failed
+    res = pc.nodes_ready([node("n1"), node("n2", ready=False), node("n3", cordoned=True)])
+    assert res.failed and res.objects == ["node/n2", "node/n3"]
+    assert "not Ready" in res.message and "cordoned" in res.message
+    assert pc.nodes_ready([]).failed
+
+
+def test_cluster_ready() -> None:
+    assert not pc.cluster_ready({"status": {"ready": True}}).failed
+    assert pc.cluster_ready({"status": {"ready": False}}).failed
+    assert pc.cluster_ready(None).failed
+
+
+def test_machines_running() -> None:
+    assert not pc.machines_running([machine("m-n1", "n1")]).failed
+    res = pc.machines_running([machine("m-n1", "n1", "Provisioning")])
+    assert res.failed and res.objects == ["machine/m-n1"]
+
+
+def test_node_machine_consistency() -> None:
+    machines = [machine(f"m-{n}", n) for n in ("n1", "n2", "n3")]
+    assert not pc.node_machine_consistency(NODES, machines).failed
+    res = pc.node_machine_consistency(NODES, machines[:2])
+    assert res.failed and "3 nodes but 2 machines" in res.message and "node/n3" in res.objects
+    res = pc.node_machine_consistency([node("n1", managed=False)], [machine("m-n1", "n1")])
+    assert res.failed and "harvesterhci.io/managed" in res.message
+    res = pc.node_machine_consistency([node("n1")], [machine("m-n1", "other")])
+    assert res.failed and "does not refer" in res.message
+    res = pc.node_machine_consistency([node("n1")], [machine("m-n1", None)])
+    assert res.failed and "no nodeRef" in res.message
+
+
+def test_volumes_healthy() -> None:
+    vols = [volume("a"), volume("b", robustness="degraded", pvc="data")]
+    res = pc.volumes_healthy(vols, 3)
+    assert res.failed and res.objects == ["default/data"]
+    assert pc.volumes_healthy(vols, 2).status == "skipped"
+    assert not pc.volumes_healthy([volume("a")], 3).failed
+
+
+def test_single_replica_volumes_and_skip_annotation() -> None:
+    attached = volume("a", replicas=1, state="attached")
+    detached = volume("b", replicas=1, state="detached")
+    assert not pc.single_replica_volumes([volume("c")], {}).failed
+    res = pc.single_replica_volumes([detached], {})
+    assert res.failed and "skip-single-replica-detached-vol" in res.message
+    for key in ("management.harvesterhci.io/skip-single-replica-detached-vol",
+                "harvesterhci.io/skipSingleReplicaDetachedVol"):
+        assert not pc.single_replica_volumes([detached], {key: "true"}).failed
+        assert pc.single_replica_volumes([attached, detached], {key: "true"}).objects == [
+            "volume/a"]
+
+
+def test_vm_backups_and_schedules() -> None:
+    done = {"metadata": {"name": "b1", "namespace": "default"}, "status": {"readyToUse": True}}
+    errored = {"metadata": {"name": "b2", "namespace": "default"}, "status": {"error": {}}}
+    errored["status"]["error"] = {"message": "x"}
+    running = {"metadata": {"name": "b3", "namespace": "default"}, "status": {}}
+    assert not pc.vm_backups([done, errored]).failed
+    assert pc.vm_backups([running]).objects == ["default/b3"]
+    sched = {"metadata": {"name": "s", "namespace": "default"}, "status": {"suspended": False}}
+    assert pc.backup_schedules([sched]).failed
+    sched["status"]["suspended"] = True
+    assert not pc.backup_schedules([sched]).failed
+
+
+def test_managed_charts_and_bundles() -> None:
+    ok = {"metadata": {"name": "harvester", "namespace": "fleet-local"},
+          "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    bad = {"metadata": {"name": "harvester-crd", "namespace": "fleet-local"},
+           "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    assert not pc.managed_charts([ok]).failed
+    assert pc.managed_charts([ok, bad]).objects == ["fleet-local/harvester-crd"]
+    assert pc.fleet_bundles(None).status == "skipped"
+    assert pc.fleet_bundles([bad]).failed and not pc.fleet_bundles([ok]).failed
+
+
+def test_addons() -> None:
+    ok = {"metadata": {"name": "a", "namespace": "x"}, "status": {"status": "AddonDeployed"}}
+    busy = {"metadata": {"name": "b", "namespace": "x"}, "status": {"status": "AddonEnabling"}}
+    assert not pc.addons([ok]).failed
+    assert pc.addons([ok, busy]).objects == ["x/b"]
+
+
+def test_pending_migrations() -> None:
+    done = {"metadata": {"name": "m1", "namespace": "d"}, "status": {"phase": "Succeeded"}}
+    pending = {"metadata": {"name": "m2", "namespace": "d"}, "status": {"phase": "Scheduling"}}
+    assert not pc.stuck_migrations([done]).failed
+    assert pc.stuck_migrations([done, pending]).objects == ["d/m2"]
+
+
+def test_pause_nodes_exist() -> None:
+    assert not pc.pause_nodes_exist(["n1"], NODES).failed
+    assert pc.pause_nodes_exist(["n9"], NODES).objects == ["node/n9"]
+
+
+def test_non_migratable_rules() -> None:
+    assert pc.non_migratable_reason(vmi("a", "n1"), NODES) is None
+    assert pc.non_migratable_reason(vmi("a", "n1", nodeSelector={"x": "y"}), NODES) == \
+        "has a nodeSelector"
+    assert pc.non_migratable_reason(
+        vmi("a", "n1", domain={"devices": {"hostDevices": [{"name": "gpu"}]}}), NODES) == \
+        "uses host devices"
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+    assert pc.non_migratable_reason(vmi("a", "n1", affinity=aff), NODES) is not None
+    zoned = [node("n1"), node("n2", labels={"zone": "a"})]
+    assert pc.non_migratable_reason(vmi("a", "n1", affinity=aff), zoned) is None
+    witness = [node("n1"), node("w", witness=True)]
+    assert pc.non_migratable_reason(vmi("a", "n1"), witness) == "only one non-witness node"
+
+
+def test_non_migratable_vms_and_restore_vm() -> None:
+    vmis = [vmi("pinned", "n2", nodeSelector={"kubernetes.io/hostname": "n2"}),
+            vmi("web", "n1")]
+    res = pc.non_migratable_vms(vmis, NODES, restore_vm=False)
+    assert res.failed and res.objects == ["default/pinned"]
+    res = pc.non_migratable_vms(vmis, NODES, restore_vm=True)
+    assert res.status == "passed" and "will be shut down" in res.message
+    assert pc.non_migratable_vms([vmi("web", "n1")], NODES, False).status == "passed"
+
+
+def test_disk_space_and_skip_annotation() -> None:
+    disks: dict[str, pc.NodeDisk | str] = {
+        "n1": pc.NodeDisk(80 * GiB, 500 * GiB),
+        "n2": pc.NodeDisk(420 * GiB, 500 * GiB)}
+    res = pc.disk_space(disks, {})
+    assert res.failed and res.objects == ["node/n2"]
+    assert res.message.startswith('node "n2" will reach 86.60% storage space after loading '
+                                  "new images, higher than kubelet image garbage collection "
+                                  "threshold 85%")
+    assert not pc.disk_space({"n1": disks["n1"]}, {}).failed
+    assert pc.disk_space({"n1": "connection refused"}, {}).failed
+    for key in ("management.harvesterhci.io/skip-garbage-collection-threshold-check",
+                "harvesterhci.io/skipGarbageCollectionThresholdCheck"):
+        assert pc.disk_space(disks, {key: "true"}).status == "skipped"
+    assert pc.disk_space(disks, {"harvesterhci.io/skipGarbageCollectionThresholdCheck":
+                                 "false"}).failed
+
+
+def test_certificates_and_min_days_annotation() -> None:
+    soon = {"10.0.0.1:6443": NOW + _dt.timedelta(days=5)}
+    later = {"10.0.0.1:6443": NOW + _dt.timedelta(days=30)}
+    res = pc.certificates(soon, NOW, {})
+    assert res.failed and "rotate the RKE2 certificates" in res.message
+    assert not pc.certificates(later, NOW, {}).failed
+    for key in ("management.harvesterhci.io/min-certs-expiration-in-day",
+                "harvesterhci.io/minCertsExpirationInDay"):
+        assert not pc.certificates(soon, NOW, {key: "3"}).failed
+        assert pc.certificates(later, NOW, {key: "60"}).failed
+        assert pc.certificates(later, NOW, {key: "0"}).failed
+        assert pc.certificates(later, NOW, {key: "abc"}).failed
+    assert pc.certificates({}, NOW, {}).status == "skipped"
+    assert pc.certificates({"h:6443": "timeout"}, NOW, {}).failed
+
+
+def healthy_facts() -> pc.Facts:
+    return pc.Facts(
+        plan_name="p", plans=[plan("p", True, "Initializing")], version_name="v1.6.0",
+        version_obj={"spec": {"isoURL": "http://x", "minUpgradableVersion": "v1.5.0"}},
+        current_version="v1.5.1", nodes=NODES,
+        machines=[machine(f"m-{n}", n) for n in ("n1", "n2", "n3")],
+        cluster={"status": {"ready": True}}, volumes=[volume("a")],
+        disks={"n1": pc.NodeDisk(10 * GiB, 500 * GiB)},
+        cert_expiry={"h:6443": NOW + _dt.timedelta(days=300)}, now=NOW)
+
+
+def test_run_all_passes_on_a_healthy_cluster() -> None:
+    results = pc.run_all(healthy_facts())
+    assert [r.name for r in results if r.failed] == []
+    assert {r.name for r in results} == set(pc.CHECKS)
+    assert pc.summary(results).startswith("all ")
+
+
+def test_run_all_reports_every_failure_by_name() -> None:
+    facts = healthy_facts()
+    facts.nodes = [node("n1", ready=False), node("n2"), node("n3")]
+    facts.cluster = None
+    results = pc.run_all(facts)
+    failed = [r.name for r in results if r.failed]
+    assert failed == ["nodes_ready", "cluster_ready"]
+    assert "nodes_ready: nodes must be Ready" in pc.summary(results)
+
+
+@pytest.mark.parametrize("key", ["management.harvesterhci.io/skip-webhook",
+                                 "harvesterhci.io/skipWebhook"])
+def test_skip_webhook_annotation_skips_webhook_family(key: str) -> None:
+    facts = healthy_facts()
+    facts.cluster = None
+    facts.plan_annotations = {key: "true"}
+    facts.disks = {"n1": pc.NodeDisk(490 * GiB, 500 * GiB)}
+    by_name = {r.name: r for r in pc.run_all(facts)}
+    assert by_name["cluster_ready"].status == "skipped"
+    assert by_name["disk_space"].failed
+
+
+def test_skip_list() -> None:
+    facts = healthy_facts()
+    facts.cluster = None
+    by_name = {r.name: r for r in pc.run_all(facts, skip=["cluster_ready"])}
+    assert by_name["cluster_ready"].status == "skipped"
