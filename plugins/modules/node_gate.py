@@ -20,6 +20,9 @@ description:
     C(paused=true) tells the play to end the run cleanly (a later run resumes).
   - I(step=finish) sets C(NodeUpgraded) once every node is done and Rancher removed its
     post-drain annotations (as upgrade-toolkit's NodeUpgrade PostRun).
+  - With no I(plan) named and no active UpgradePlan (the cluster is up to date, or the plan
+    already ended), every step exits unchanged with C(status=no_plan) and the node play skips,
+    as the cluster phases do. A named plan that does not exist is an error.
 author:
   - harvester-upgrade developers (@harvester-upgrade)
 options:
@@ -91,6 +94,11 @@ pending:
   returned: step=finish
   type: list
   elements: str
+status:
+  description: C(no_plan) when there is no active UpgradePlan (nothing to do).
+  returned: when there is no active plan
+  type: str
+  sample: no_plan
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -128,7 +136,7 @@ def main() -> None:
             return node_steps.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
         return node_steps.finish_phase(kube, writer, p["timeout"])
 
-    node_module.run(module, step)
+    node_module.run(module, step, skip_without_plan=True)
 
 
 if __name__ == "__main__":

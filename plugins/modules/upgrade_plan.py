@@ -247,27 +247,27 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         plan_input.new_plan_request(kube, p, running)
     except plan_input.InputError as exc:
         module.fail_json(msg=str(exc))
-    lock.hold(kube, module)   # after validation, before the first write
-    if p.get("name"):
-        existing = next((x for x in plans if x["metadata"]["name"] == p["name"]), None)
-        if existing is not None:
-            current = (existing.get("status") or {}).get("currentPhase")
-            if current:
-                module.fail_json(msg=f"UpgradePlan {p['name']} already ran and is {current}; "
-                                 "choose another name (or none) for a new plan")
-            writer = plan_writer.PlanWriter(kube, existing, module.check_mode)
-            writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
-            return {**result, **describe(writer.plan), "changed": True,
-                    "msg": f"initialized UpgradePlan {p['name']}"}
+    existing = next((x for x in plans if p.get("name") and x["metadata"]["name"] == p["name"]),
+                    None)
     version = p.get("version")
-    if not version and not p.get("image"):
-        current = running
+    if not version and not p.get("image") and existing is None:
+        # nothing asked: the newest Version newer than the running release, if any
         names = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)]
-        version = versions.newest_target(names, current or "")
-        if not version:
+        version = versions.newest_target(names, running or "")
+        if not version:   # up to date: nothing is written, not even the lock
             return {**result, "plan": None, "up_to_date": True,
-                    "msg": f"no Version newer than {current} in {c.UPGRADE_NS}; the cluster "
+                    "msg": f"no Version newer than {running} in {c.UPGRADE_NS}; the cluster "
                     "is up to date"}
+    lock.hold(kube, module)   # after validation, before the first write
+    if existing is not None:
+        current = (existing.get("status") or {}).get("currentPhase")
+        if current:
+            module.fail_json(msg=f"UpgradePlan {p['name']} already ran and is {current}; "
+                             "choose another name (or none) for a new plan")
+        writer = plan_writer.PlanWriter(kube, existing, module.check_mode)
+        writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
+        return {**result, **describe(writer.plan), "changed": True,
+                "msg": f"initialized UpgradePlan {p['name']}"}
     spec = manifests.plan_spec(version, p.get("image"), p.get("toolkit_tag"),
                                p.get("image_preload_concurrency"), p["pause_nodes"],
                                p["restore_vm"], p["force"])

@@ -38,7 +38,7 @@ def test_abort_refused_mid_cluster_upgrade_then_forced_and_cleaned(
         simulator: Any, playbook: Any) -> None:
     sim = simulator("three-node", speed=200)
     res = playbook(sim, "upgrade.yml", tags="preflight,iso_download,repo_create", timeout=600)
-    assert res.rc == 0, res
+    assert res.rc == 0, str(res)
     name = _plan(sim)["metadata"]["name"]
     assert _owned(sim, name), "the repo and the ISO image should exist before the abort"
     c = sim.world.client

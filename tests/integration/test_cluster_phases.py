@@ -582,8 +582,6 @@ def test_preflight_failure_stops_in_initialize(case: Failure, simulator: Any,
                 if e["reason"] == "PhaseTransition"]
 
 
-@pytest.mark.xfail(strict=False, reason="node loop (issue 7): node_gate step=enter fails "
-                   "with 'no active UpgradePlan found' instead of skipping like the other phases")
 def test_up_to_date_cluster_is_left_alone(simulator: Any, tmp_path: Path) -> None:
     """No Version newer than the running release: no plan, nothing created, exit 0."""
     case = next(f for f in FAILURES if f.id == "version-not-newer")

@@ -78,7 +78,7 @@ def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook
     else:   # this host, a pid that is not an ansible-playbook
         _put_lease(sim, f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}", now, 600)
     res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT, timeout=300)
-    assert res.rc == 0, res
+    assert res.rc == 0, str(res)
     assert len(_plans(sim)) == 1
     assert _lease(sim) is None, "the run did not release the lock at its end"
 

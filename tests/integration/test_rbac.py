@@ -82,7 +82,7 @@ def test_cluster_phases_under_the_service_account(simulator: Any, playbook: Any)
     _apply(sim, _docs())
     env = _sa_env(sim)
     res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
-    assert res.rc == 0, res
+    assert res.rc == 0, str(res)
     assert _forbidden(sim) == 0, sim.stats()["by_user_agent_request"]
     plans = _plans(sim)
     assert len(plans) == 1
@@ -97,7 +97,7 @@ def test_whole_upgrade_under_the_service_account(simulator: Any, playbook: Any) 
     res = playbook(sim, env=_sa_env(sim), timeout=420)
     forbidden = _forbidden(sim)
     assert forbidden == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
-    assert res.rc == 0, res
+    assert res.rc == 0, str(res)
     plans = _plans(sim)
     assert plans and plans[0]["status"]["currentPhase"] == "Succeeded"
 

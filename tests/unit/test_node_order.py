@@ -127,3 +127,18 @@ def test_host_vars_are_local_and_prefixed() -> None:
     assert hv["harvester_node_name"] == "node-c"
     assert hv["harvester_machine"] == "custom-mm"
     assert hv["harvester_machine_plan_secret"] == "custom-mm-machine-plan"
+
+
+@pytest.mark.parametrize(("state", "ann", "upgraded"), [
+    ("PostDrained", {}, True),
+    # rebooted, but our post-drain answer never reached Rancher (run killed in between)
+    ("PostDrained", {no.PRE_DRAIN: "1", no.POST_DRAIN: "1"}, False),
+    ("ImageCleaned", {no.POST_DRAIN: "2"}, False),
+    ("", {}, True),                                  # already on the target OS and kubelet
+    ("", {no.PRE_DRAIN: "3"}, False),                # ... but Rancher is draining it again
+])
+def test_a_node_is_done_only_when_rancher_let_go_of_it(state: str, ann: dict[str, str],
+                                                        upgraded: bool) -> None:
+    release = {"os": "Harvester v1.6.0", "kubernetes": "v1.32.4+rke2r1"}
+    info = {"osImage": "Harvester v1.6.0", "kubeletVersion": "v1.32.4+rke2r1"}
+    assert no.is_upgraded(state, info, release, ann) is upgraded

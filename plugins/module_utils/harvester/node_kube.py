@@ -71,6 +71,10 @@ class NodeLoopError(Exception):
     """A step of the node loop cannot go on; ``message`` is what a person should read."""
 
 
+class NoActivePlan(NodeLoopError):
+    """No plan was named and none is active: there is no upgrade for the node loop to run."""
+
+
 class WaitTimeout(NodeLoopError):
     def __init__(self, what: str, seconds: float, last_seen: str) -> None:
         self.what, self.seconds, self.last_seen = what, seconds, last_seen
@@ -287,8 +291,11 @@ def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
     try:
         kube.resource(PLAN_API, PLAN_KIND)
     except NotServed:
-        raise NodeLoopError("the UpgradePlan CRD is not installed: no upgrade in progress; "
-                            "start one with upgrade.yml") from None
+        if name:
+            raise NodeLoopError(f"UpgradePlan {name} not found: the UpgradePlan CRD is not "
+                                "installed") from None
+        raise NoActivePlan("the UpgradePlan CRD is not installed: no upgrade in progress; "
+                           "start one with upgrade.yml") from None
     if name:
         plan = kube.get(PLAN_API, PLAN_KIND, name)
         if plan is None:
@@ -298,7 +305,7 @@ def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
     active = [p for p in plans if ((p.get("status") or {}).get("currentPhase") or "")
               not in ("Succeeded", "Failed")]
     if not active:
-        raise NodeLoopError("no active UpgradePlan found; start one with upgrade.yml")
+        raise NoActivePlan("no active UpgradePlan found; start one with upgrade.yml")
     active.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
     return active[-1]
 

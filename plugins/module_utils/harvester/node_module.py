@@ -15,6 +15,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
     Kube,
+    NoActivePlan,
     NodeLoopError,
     PlanWriter,
     WaitTimeout,
@@ -49,7 +50,12 @@ def kube_for(module: AnsibleModule) -> Kube:
 
 
 def run(module: AnsibleModule, step: Callable[[Kube, PlanWriter], dict[str, Any]],
-        *, need_plan: bool = True) -> None:
+        *, need_plan: bool = True, skip_without_plan: bool = False) -> None:
+    """Run ``step`` with the plan's writer; errors become ``fail_json``.
+
+    ``skip_without_plan``: when no plan is named and none is active (nothing to upgrade, e.g.
+    the cluster is already on the newest release), exit unchanged with ``status: no_plan``
+    instead of failing, as the cluster phases do."""
     try:
         kube = kube_for(module)
         writer = None
@@ -57,12 +63,15 @@ def run(module: AnsibleModule, step: Callable[[Kube, PlanWriter], dict[str, Any]
             try:
                 writer = PlanWriter(kube, find_plan(kube, module.params.get("plan")))
                 lock.hold(kube, module)   # fails at once if another run holds the lock
-            except NodeLoopError:
-                if not module.check_mode:
+            except NodeLoopError as exc:
+                no_plan = isinstance(exc, NoActivePlan)
+                if not (module.check_mode or (no_plan and skip_without_plan)):
                     raise
+                msg = (f"{exc}: NodeUpgrade has nothing to do" if no_plan
+                       else f"check mode: {exc}")
                 module.exit_json(changed=False, skipped=True, todo=[], done=[], paused=False,
                                  phase="", single_node=False, pending=[], passed=False,
-                                 msg="check mode: no active UpgradePlan yet")
+                                 status="no_plan", msg=msg)
         result = step(kube, writer)  # type: ignore[arg-type]
     except WaitTimeout as exc:
         module.fail_json(msg=str(exc), awaited=exc.what, last_seen=exc.last_seen)

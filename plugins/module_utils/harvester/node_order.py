@@ -142,16 +142,22 @@ def node_facts(nodes: list[dict[str, Any]], machines: list[dict[str, Any]],
 
 def is_upgraded(state: str, node_info: dict[str, Any], release: dict[str, Any],
                 annotations: dict[str, Any]) -> bool:
-    """Done with this node: the plan says so, or it already runs the target OS and kubelet
-    and Rancher holds no drain annotation on it."""
+    """Done with this node: the plan says so, or it already runs the target OS and kubelet;
+    either way only once Rancher holds no drain annotation on its machine-plan secret.
+
+    A node in a done state whose secret still carries ``rke.cattle.io/pre-drain`` or
+    ``post-drain`` is not done: a run stopped between the node's reboot and the answer to
+    Rancher's post-drain hook (Rancher waits for that answer forever), or Rancher is still
+    finishing it. The node's steps run again and pass through to the missing answer."""
+    if any(a in annotations for a in RANCHER_DRAIN_ANNOTATIONS):
+        return False
     if state in DONE_STATES:
         return True
     os_target, k8s_target = release.get("os"), release.get("kubernetes")
     if not os_target or not k8s_target:
         return False
     return (node_info.get("osImage") == os_target
-            and kubelet_matches(node_info.get("kubeletVersion", ""), k8s_target)
-            and not any(a in annotations for a in RANCHER_DRAIN_ANNOTATIONS))
+            and kubelet_matches(node_info.get("kubeletVersion", ""), k8s_target))
 
 
 def kubelet_matches(kubelet: str, target: str) -> bool:

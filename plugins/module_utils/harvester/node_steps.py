@@ -148,7 +148,8 @@ def gate(kube: Kube, writer: PlanWriter, batch: list[str], node: str | None = No
     facts = cluster_facts(kube, plan)
     pre_hook, _post_hook = hook_names(kube)
     answered = _answered(kube, facts, pre_hook)
-    done = [n for n in batch if fact_for(facts, n)["upgraded"]]
+    done = [n for n in batch
+            if fact_for(facts, n)["upgraded"] and not restore_pending(kube, writer, n)]
     todo = [n for n in batch if n not in done]
     expected, why = no.expected_nodes(facts, answered, count=max(1, len(todo)))
     if todo and not set(todo) & set(expected):
@@ -489,6 +490,21 @@ def record_shutdowns(kube: Kube, writer: PlanWriter, node: str, keys: list[str])
 def restore_entries(kube: Kube, writer: PlanWriter, node: str) -> list[str]:
     cm = kube.get("v1", "ConfigMap", _restore_cm_name(writer), UPGRADE_NS) or {}
     return [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
+
+
+def restore_pending(kube: Kube, writer: PlanWriter, node: str) -> bool:
+    """Some VM this collection stopped for ``node`` is still stopped and the plan wants it
+    back (``restoreVM``): the node is not finished even when it is upgraded (a run stopped
+    between Rancher's release of the node and the restore)."""
+    if not bool((writer.plan.get("spec") or {}).get("restoreVM")):
+        return False
+    for key in restore_entries(kube, writer, node):
+        ns, _sep, name = key.partition("/")
+        vm = kube.get(VM_API, "VirtualMachine", name, ns)
+        if vm is not None and STOPPED_BY_ANNOTATION in (
+                (vm.get("metadata") or {}).get("annotations") or {}):
+            return True
+    return False
 
 
 def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
