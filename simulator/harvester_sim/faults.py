@@ -4,7 +4,9 @@ Interface used by controllers, programs and the API server:
 
 * ``faults.match(kind, **ctx)`` returns the fault spec (a dict) when a fault of ``kind`` is
   active for this context now (its target matches ``ctx`` and its trigger has fired), else
-  ``None``. One-shot faults are consumed by the match.
+  ``None``. One-shot faults are consumed by the match. Besides the trigger's ``probability``
+  a spec may carry ``fraction`` (the share of matching calls it applies to, e.g. the API
+  server's ``api_error``); both are rolled on every call.
 * ``faults.notify(event, **ctx)`` tells the fault engine that something happened (e.g.
   ``migration_started`` with ``node=``), arming faults triggered "on event".
 
@@ -58,6 +60,8 @@ class Faults:
                 if times is not None and s["_fired"] >= int(times):
                     continue
                 if "probability" in trig and self.rng.random() >= float(trig["probability"]):
+                    continue
+                if "fraction" in s and self.rng.random() >= float(s["fraction"]):
                     continue
                 s["_fired"] += 1
                 self.fired.append({"kind": kind, "t": round(self.clock.now(), 3), **{

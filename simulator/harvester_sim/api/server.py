@@ -281,68 +281,37 @@ class ApiServer:
                     "watchers": self.store.watcher_count()}
 
     # ------------------------------------------------------------------- faults
-    def _fault_specs(self, kind: str, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    def _fault(self, kind: str, ctx: dict[str, Any]) -> dict[str, Any] | None:
+        """The scenario fault of ``kind`` that fires for this request, else None. The fault
+        engine decides (target, trigger ``at``/``on``/``probability``, ``times``,
+        ``fraction``) and records it in ``faults.fired``."""
         faults = getattr(self.world, "faults", None)
-        if faults is None:
-            return []
-        out = []
-        for spec in faults.active(kind):
-            target = spec.get("target") or {}
-            ok = True
-            for k, v in target.items():
-                val = ctx.get(k)
-                if isinstance(v, list):
-                    ok = val in v
-                elif v != "*" and str(val) != str(v):
-                    ok = False
-                if not ok:
-                    break
-            if ok:
-                out.append(spec)
-        return out
-
-    def _roll(self, spec: dict[str, Any]) -> bool:
-        faults = self.world.faults
-        frac = float(spec.get("fraction", spec.get("probability", 1.0)))
-        return bool(faults.rng.random() < frac)
-
-    def _record_fault(self, kind: str, ctx: dict[str, Any]) -> None:
-        with self._stats_lock:
-            self._faults_injected[kind] = self._faults_injected.get(kind, 0) + 1
-        faults = getattr(self.world, "faults", None)
-        if faults is not None:
-            clock = self.store.clock
-            faults.fired.append({"kind": kind, "t": round(clock.now(), 3),
-                                 **{k: v for k, v in ctx.items() if isinstance(v, str)}})
+        spec = faults.match(kind, **ctx) if faults is not None else None
+        if spec is not None:
+            with self._stats_lock:
+                self._faults_injected[kind] = self._faults_injected.get(kind, 0) + 1
+        return spec  # type: ignore[no-any-return]
 
     def inject_faults(self, ctx: dict[str, Any]) -> None:
         """Latency, 5xx and write conflicts for external clients (scenario faults)."""
-        for spec in self._fault_specs("api_latency", ctx):
-            if self._roll(spec):
-                time.sleep(float(spec.get("seconds", 0.5)))
-        for spec in self._fault_specs("api_error", ctx):
-            if self._roll(spec):
-                self._record_fault("api_error", ctx)
-                code = int(spec.get("code", 500))
-                reason = {500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
-                          429: "TooManyRequests"}.get(code, "InternalError")
-                msg = spec.get("message") or (
-                    "Internal error occurred: injected fault" if code == 500 else
-                    "the server is currently unable to handle the request")
-                raise errors.ApiError(code, reason, msg)
-        if ctx.get("verb") in WRITE_VERBS:
-            for spec in self._fault_specs("api_conflict", ctx):
-                if self._roll(spec):
-                    self._record_fault("api_conflict", ctx)
-                    raise errors.conflict(ctx.get("resource", ""), ctx.get("group", ""),
-                                          ctx.get("name") or "")
+        spec = self._fault("api_latency", ctx)
+        if spec is not None:
+            time.sleep(float(spec.get("seconds", 0.5)))
+        spec = self._fault("api_error", ctx)
+        if spec is not None:
+            code = int(spec.get("code", 500))
+            reason = {500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
+                      429: "TooManyRequests"}.get(code, "InternalError")
+            msg = spec.get("message") or (
+                "Internal error occurred: injected fault" if code == 500 else
+                "the server is currently unable to handle the request")
+            raise errors.ApiError(code, reason, msg)
+        if ctx.get("verb") in WRITE_VERBS and self._fault("api_conflict", ctx) is not None:
+            raise errors.conflict(ctx.get("resource", ""), ctx.get("group", ""),
+                                  ctx.get("name") or "")
 
     def watch_cut(self, ctx: dict[str, Any]) -> bool:
-        for spec in self._fault_specs("watch_cut", ctx):
-            if self._roll(spec):
-                self._record_fault("watch_cut", ctx)
-                return True
-        return False
+        return self._fault("watch_cut", ctx) is not None
 
 
 _date_cache: list[Any] = [0, ""]
