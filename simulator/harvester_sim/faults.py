@@ -17,9 +17,41 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .clock import Clock
+
+_API_KEYS = ("verb", "resource", "group", "namespace", "name", "user", "user_agent")
+_DOWNLOAD_KEYS = ("version", "file")
+_POD_KEYS = ("namespace", "pod", "container", "image", "node", "owner", "owner_kind", "job")
+_MIGRATION_KEYS = ("vm", "name", "namespace", "node", "source", "target")
+
+# Every fault kind and the context keys its call site passes: what ``target`` may name (the
+# scenario loader rejects other keys, which would never match). The schema's enum is this.
+CONTEXT_KEYS: dict[str, tuple[str, ...]] = {
+    "migration_fail": _MIGRATION_KEYS,
+    "migration_hang": _MIGRATION_KEYS,
+    "node_never_returns": ("node",),
+    "pod_fail": _POD_KEYS,
+    "job_fail": _POD_KEYS,
+    "job_hang": _POD_KEYS,
+    "node_job_fail": ("node", "job", "pod", "plan", "program"),
+    "node_job_hang": ("node", "job", "pod", "plan", "program"),
+    "image_download_corrupt": _DOWNLOAD_KEYS,
+    "image_download_slow": _DOWNLOAD_KEYS,
+    "image_download_404": _DOWNLOAD_KEYS,
+    "image_download_cut": _DOWNLOAD_KEYS,
+    "api_error": _API_KEYS,
+    "api_latency": _API_KEYS,
+    "api_conflict": _API_KEYS,
+    "watch_cut": ("verb", "resource", "group", "namespace", "user", "user_agent"),
+    "volume_degraded": ("volume", "namespace", "pvc"),
+    "disk_nearly_full": ("node",),
+    "cert_near_expiry": ("endpoint",),
+    "planner_stuck": ("node", "machine", "cluster"),
+    "chart_stuck": ("chart",),
+}
 
 
 class Faults:
@@ -46,10 +78,16 @@ class Faults:
                 return False
         return True
 
-    def match(self, kind: str, **ctx: Any) -> dict[str, Any] | None:
+    def match(self, kind: str, when: Callable[[dict[str, Any]], bool] | None = None,
+              **ctx: Any) -> dict[str, Any] | None:
+        """The spec of ``kind`` that fires now for ``ctx`` (counted and recorded), else None.
+        ``when(spec)``, if given, is a caller's extra condition checked before anything is
+        rolled or counted (e.g. the API server's "watch open for ``seconds``")."""
         with self._lock:
             for s in self.specs:
                 if s.get("kind") != kind or not self._target_matches(s, ctx):
+                    continue
+                if when is not None and not when(s):
                     continue
                 trig = s.get("trigger") or {}
                 if not s["_armed"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from harvester_sim.faults import CONTEXT_KEYS
 from harvester_sim.scenarios import loader, objects
 from harvester_sim.timings import Timings
 from harvester_sim.world import World
@@ -90,11 +92,27 @@ def test_schema_timings_match_the_timings_dataclass() -> None:
 
 
 def test_schema_fault_kinds() -> None:
+    kinds = loader.schema()["$defs"]["fault"]["properties"]["kind"]["enum"]
+    assert len(kinds) == len(set(kinds)) == 21
+    assert set(kinds) == set(CONTEXT_KEYS)
+
+
+def test_every_fault_kind_asked_for_in_the_code_is_in_the_schema() -> None:
+    """A kind some component asks for but the schema rejects can never be injected."""
     kinds = set(loader.schema()["$defs"]["fault"]["properties"]["kind"]["enum"])
-    assert {"migration_fail", "node_never_returns", "image_download_corrupt", "api_error",
-            "watch_cut", "volume_degraded", "disk_nearly_full", "planner_stuck",
-            "node_job_hang"} <= kinds
-    assert len(kinds) == 20
+    pkg = Path(loader.__file__).parents[1]
+    asked: set[str] = set()
+    for f in pkg.rglob("*.py"):
+        text = f.read_text()
+        asked |= set(re.findall(r"""faults\.(?:match|active)\(\s*["']([a-z0-9_]+)["']""", text))
+        asked |= set(re.findall(r"""_fault\(\s*["']([a-z0-9_]+)["']""", text))
+        for kinds_arg in re.findall(r"""_fault\(ctx, "[a-z-]+", ([^)]*)\)""", text):  # toolkit
+            asked |= set(re.findall(r'"([a-z_]+)"', kinds_arg))
+    asked |= set(loader.DownloadFaults.KINDS)
+    asked.discard("release_download")  # the release server's own kind (DownloadFaults maps it)
+    assert {"chart_stuck", "api_error", "watch_cut", "node_job_hang", "volume_degraded",
+            "cert_near_expiry"} <= asked  # the scan works
+    assert asked == kinds
 
 
 # --------------------------------------------------------------------------- bad files
@@ -140,6 +158,54 @@ BAD = [
     ("top level is a list", "- a\n- b", "the top level must be a mapping"),
     ("not YAML", "nodes: [a, b", "not valid YAML"),
     ("extends an unknown scenario", "extends: nowhere", "extends: unknown scenario 'nowhere'"),
+    # wrong types
+    ("nodes not a list", "nodes: 3", "nodes: 3 is not of type 'array'"),
+    ("speed not a number", "speed: fast", "speed: 'fast' is not of type 'number'"),
+    ("node count not an integer", "nodes: [{name: a, count: two}]",
+     "nodes[0].count: 'two' is not of type 'integer'"),
+    ("faults not a list", "faults: {kind: api_error}", "faults: {'kind': 'api_error'} is not of "
+     "type 'array'"),
+    ("fault times not an integer", "faults: [{kind: api_error, times: once}]",
+     "faults[0].times: 'once' is not of type 'integer'"),
+    ("fault times zero", "faults: [{kind: api_error, times: 0}]",
+     "faults[0].times: 0 is less than the minimum of 1"),
+    ("fault fraction > 1", "faults: [{kind: api_error, fraction: 1.5}]",
+     "faults[0].fraction: 1.5 is greater than the maximum of 1"),
+    ("fault code out of range", "faults: [{kind: api_error, code: 42}]",
+     "faults[0].code: 42 is less than the minimum of 100"),
+    ("trigger at negative", "faults: [{kind: api_error, trigger: {at: -5}}]",
+     "faults[0].trigger.at: -5 is less than the minimum of 0"),
+    ("trigger on without event", "faults: [{kind: migration_fail, trigger: {'on': {node: a}}}]",
+     "faults[0].trigger.on: 'event' is a required property"),
+    ("empty trigger", "faults: [{kind: api_error, trigger: {}}]",
+     "faults[0].trigger: {} should be non-empty"),
+    ("target not a mapping", "faults: [{kind: api_error, target: node-1}]",
+     "faults[0].target: 'node-1' is not of type 'object'"),
+    ("target value a mapping", "faults: [{kind: node_never_returns, target: {node: {a: 1}}}]",
+     "faults[0].target.node: {'a': 1} is not of type"),
+    ("404 files enum", "faults: [{kind: image_download_404, files: some}]",
+     "faults[0].files: 'some' is not one of ['iso', 'all']"),
+    # missing required fields / unknown keys in faults
+    ("fault without kind", "faults: [{target: {node: a}}]",
+     "faults[0]: 'kind' is a required property"),
+    ("unknown fault field", "faults: [{kind: api_error, fractoin: 0.5}]",
+     "faults[0].fractoin: unknown field (allowed: code, days,"),
+    ("bad fault kind in a list", "faults: [{kind: api_error}, {kind: disk_full}]",
+     "faults[1].kind: 'disk_full' is not one of ['migration_fail'"),
+    # targets that could never match
+    ("target key the kind never sees", "faults: [{kind: api_error, target: {node: a}}]",
+     "faults[0].target.node: api_error faults have no 'node' to match (target keys: verb, "
+     "resource, group, namespace, name, user, user_agent)"),
+    ("target names an unknown node", "nodes: [{name: a}]\n"
+     "faults: [{kind: node_never_returns, target: {node: b}}]",
+     "faults[0].target.node: unknown node 'b'"),
+    ("target lists an unknown node", "nodes: [{name: a}]\n"
+     "faults: [{kind: migration_fail, target: {source: [a, c]}}]",
+     "faults[0].target.source: unknown node 'c'"),
+    ("volume fault on unknown node", "nodes: [{name: a}]\n"
+     "faults: [{kind: volume_degraded, nodes: [a, z]}]", "faults[0].nodes[1]: unknown node 'z'"),
+    ("several errors at once", "speed: 0\nnodez: 1\nfaults: [{kind: x}]",
+     "faults[0].kind: 'x' is not one of"),
 ]
 
 
@@ -152,6 +218,31 @@ def test_bad_files_name_the_field(tmp_path: Path, case: str, text: str, expected
     msg = str(exc.value)
     assert msg.startswith("scenario bad.yaml: "), msg
     assert expected in msg, msg
+
+
+def test_several_errors_are_all_named(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("speed: 0\nnodez: 1\nfaults: [{kind: x, times: 0}]\n")
+    with pytest.raises(ValueError) as exc:
+        loader.load(f)
+    msg = str(exc.value)
+    for part in ("faults[0].kind: 'x' is not one of", "faults[0].times: 0 is less than",
+                 "nodez: unknown field", "speed: 0 is less than or equal"):
+        assert part in msg, msg
+
+
+def test_fault_targets_that_can_match_load(tmp_path: Path) -> None:
+    f = tmp_path / "ok.yaml"
+    f.write_text(textwrap.dedent("""\
+        extends: three-node
+        faults:
+          - {kind: node_never_returns, target: {node: [node-1, node-2]}}
+          - {kind: migration_fail, target: {source: "*", vm: default/web-01}}
+          - {kind: volume_degraded, nodes: [node-3], replicas: 2, heal_after_s: 60}
+          - {kind: api_error, target: {resource: secrets, verb: list}, fraction: 0.5}
+          - {kind: chart_stuck, target: {chart: harvester}}
+        """))
+    assert len(loader.load(f)["faults"]) == 5
 
 
 def test_unknown_builtin_lists_the_builtins() -> None:

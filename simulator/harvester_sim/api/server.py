@@ -281,12 +281,13 @@ class ApiServer:
                     "watchers": self.store.watcher_count()}
 
     # ------------------------------------------------------------------- faults
-    def _fault(self, kind: str, ctx: dict[str, Any]) -> dict[str, Any] | None:
+    def _fault(self, kind: str, ctx: dict[str, Any],
+               when: Any = None) -> dict[str, Any] | None:
         """The scenario fault of ``kind`` that fires for this request, else None. The fault
         engine decides (target, trigger ``at``/``on``/``probability``, ``times``,
         ``fraction``) and records it in ``faults.fired``."""
         faults = getattr(self.world, "faults", None)
-        spec = faults.match(kind, **ctx) if faults is not None else None
+        spec = faults.match(kind, when=when, **ctx) if faults is not None else None
         if spec is not None:
             with self._stats_lock:
                 self._faults_injected[kind] = self._faults_injected.get(kind, 0) + 1
@@ -310,8 +311,11 @@ class ApiServer:
             raise errors.conflict(ctx.get("resource", ""), ctx.get("group", ""),
                                   ctx.get("name") or "")
 
-    def watch_cut(self, ctx: dict[str, Any]) -> bool:
-        return self._fault("watch_cut", ctx) is not None
+    def watch_cut(self, ctx: dict[str, Any], open_s: float = float("inf")) -> bool:
+        """Cut a watch stream open for ``open_s`` simulated seconds? (``watch_cut``'s
+        ``seconds``, default 0: at the stream's first idle second)."""
+        return self._fault("watch_cut", ctx, lambda s: open_s >= float(s.get("seconds", 0)))\
+            is not None
 
 
 _date_cache: list[Any] = [0, ""]
@@ -1219,6 +1223,7 @@ class _Handler(BaseHTTPRequestHandler):
         next_bookmark = now + api.bookmark_interval
         next_check = now + 1.0
         first = [True]
+        opened = api.store.clock.now()
         ctx = {"verb": "watch", "resource": info.full_resource, "group": info.group,
                "namespace": info.namespace or "", "user": self.user,
                "user_agent": _agent_family(self.agent_full)}
@@ -1253,7 +1258,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if self._peer_closed():
                         self.close_connection = True
                         return
-                    if api.watch_cut(ctx):
+                    if api.watch_cut(ctx, api.store.clock.now() - opened):
                         self.close_connection = True
                         return
             self._end_chunks()

@@ -25,7 +25,9 @@ scenario's fault engine, kind ``release_download``):
 HEAD requests see switched-on faults without consuming them.
 
 From a scenario, the same faults come through :class:`harvester_sim.faults.Faults`, kind
-``release_download``, context ``version`` and ``file`` (``iso``), e.g.::
+``release_download``, context ``version`` and ``file`` (``iso``; ``sha512`` too when the
+source has ``checksum_aware = True``, as the scenario loader's ``DownloadFaults`` has, so
+that ``image_download_404`` with ``files: all`` also hides the checksum file), e.g.::
 
     - {kind: release_download, target: {version: v1.6.0}, fault: cut, percent: 30, times: 1}
 
@@ -278,10 +280,14 @@ class ReleaseServer:
                 fault.times -= 1
                 if fault.times <= 0:
                     self._faults.pop(version, None)
-        if fault is None and consume and file == "iso" and self.fault_source is not None:
-            spec = self.fault_source.match("release_download", version=version, file=file)
+        source = self.fault_source
+        if fault is None and consume and source is not None and (
+                file == "iso" or getattr(source, "checksum_aware", False)):
+            spec = source.match("release_download", version=version, file=file)
             if spec is not None:
                 fault = Fault.from_spec(spec)
+                if file == "sha512" and not (fault.kind == "404" and fault.files == "all"):
+                    fault = None
         return fault
 
     # ------------------------------------------------------------------ time model

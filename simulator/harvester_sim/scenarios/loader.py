@@ -167,7 +167,9 @@ def validate(data: dict[str, Any], label: str = "<dict>") -> None:
                 lines.append(f"{sub}: {msg}")
             continue
         if e.validator == "anyOf" and e.context:
-            best = min(e.context, key=lambda c: len(list(c.absolute_path)))
+            # a branch of the right type says more than "not of type" from the others
+            best = min(e.context, key=lambda c: (c.validator == "type",
+                                                 len(list(c.absolute_path))))
             lines.append(f"{where}: {best.message}")
             continue
         lines.append(f"{where}: {e.message}")
@@ -248,6 +250,7 @@ def normalize(data: dict[str, Any], label: str = "<dict>") -> dict[str, Any]:
                              "attached")
         vols.append(v)
     scn["volumes"] = vols
+    _check_fault_targets(scn.get("faults") or [], names, label)
     from ..timings import Timings
 
     try:
@@ -256,6 +259,29 @@ def normalize(data: dict[str, Any], label: str = "<dict>") -> dict[str, Any]:
         raise ValueError(f"scenario {label}: timings: {exc}") from exc
     scn[_NORMALIZED] = True
     return scn
+
+
+def _check_fault_targets(faults: list[dict[str, Any]], nodes: set[str], label: str) -> None:
+    """Reject targets that could never match: a key the fault's call site does not pass, or
+    (when the scenario has nodes) a node name it does not have."""
+    from ..faults import CONTEXT_KEYS
+
+    for i, f in enumerate(faults):
+        keys = CONTEXT_KEYS.get(f["kind"], ())
+        for key, want in (f.get("target") or {}).items():
+            where = f"faults[{i}].target.{key}"
+            if key not in keys:
+                raise ValueError(f"scenario {label}: {where}: {f['kind']} faults have no "
+                                 f"{key!r} to match (target keys: {', '.join(keys)})")
+            if key not in ("node", "source", "target") or not nodes:
+                continue  # node-valued keys are checked against the scenario's nodes
+            for n in want if isinstance(want, list) else [want]:
+                if n != "*" and str(n) not in nodes:
+                    raise ValueError(f"scenario {label}: {where}: unknown node {n!r}")
+        for j, n in enumerate(f.get("nodes") or []):
+            if nodes and n not in nodes:
+                raise ValueError(f"scenario {label}: faults[{i}].nodes[{j}]: unknown node "
+                                 f"{n!r}")
 
 
 def _expand_nodes(entries: list[dict[str, Any]], seed: int, cluster: dict[str, Any],
@@ -508,6 +534,7 @@ class DownloadFaults:
 
     KINDS = {"image_download_404": "404", "image_download_corrupt": "corrupt",
              "image_download_cut": "cut", "image_download_slow": "slow"}
+    checksum_aware = True  # the release server asks for ``file="sha512"`` requests too
 
     def __init__(self, faults: Any) -> None:
         self.faults = faults
