@@ -1,0 +1,373 @@
+"""One node's whole upgrade in one process (module ``node_cycle``, ``node_upgrade_mode: node``).
+
+The step-by-step role (``roles/node_upgrade/tasks/multi_node.yml``) runs each step of
+:mod:`node_steps` in its own module process; every task boundary costs a fork, an AnsiballZ
+start, the ``kubernetes`` import, API discovery, a lock renewal and a re-read of the plan and of
+the cluster's nodes/machines/secrets/VMIs (docs/performance.md). :func:`run_cycle` calls the
+very same step functions, in the same order and with the same conditions, in one process:
+
+* one :class:`CycleKube` (discovery once), the upgrade lock taken once (its renewal thread
+  renews it when a third of the lease is gone, not per step);
+* reads that the previous step's view still answers are served from memory
+  (:class:`CycleKube`): the CAPI Machines, the Rancher cluster (hook names) and the
+  ``server-version`` Setting for the whole cycle; within a step a list or the plan is read
+  once (the plan again after a conflicting write); every wait and every write of a kind drop
+  what was remembered of that kind, so a decision is never taken on a view older than the
+  step's last wait or write;
+* the reaction between two steps (a hook set → the first migration, the node back → the hook
+  answer) is in-process: a few API calls instead of a task boundary.
+
+Each step is idempotent and resumes from the cluster's state exactly as in the step-by-step
+mode; errors are the steps' own (:class:`node_kube.WaitTimeout` carries what was awaited and
+the last state seen). The result lists one entry per step (what happened, seconds).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_steps,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    PLAN_API,
+    PLAN_KIND,
+    ApiError,
+    Kube,
+    PlanWriter,
+)
+
+CAPI_API = "cluster.x-k8s.io/v1beta1"
+VMI_KIND = ("kubevirt.io/v1", "VirtualMachineInstance")
+# kept for the whole cycle: nothing in a node's upgrade changes them
+STABLE_LISTS = {(CAPI_API, "Machine")}
+STABLE_GETS = {("provisioning.cattle.io/v1", "Cluster"), ("harvesterhci.io/v1beta1", "Setting")}
+# steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
+# last list read in the cycle is good enough there)
+VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
+# a write of the key kind changes objects of the value kinds
+WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
+                 ("kubevirt.io/v1", "VirtualMachineInstanceMigration"): [VMI_KIND]}
+
+
+class CycleKube(Kube):
+    """:class:`node_kube.Kube` that remembers reads for the length of a step (see module doc).
+
+    ``stats`` counts the reads served from memory (``hits``) and sent (``lists``, ``gets``)."""
+
+    def __init__(self, dyn: Any, check_mode: bool = False) -> None:
+        super().__init__(dyn, check_mode)
+        self._lock = threading.RLock()
+        self._lists: dict[tuple[Any, ...], tuple[list[dict[str, Any]], str]] = {}
+        self._gets: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        self._sticky_vmis: tuple[list[dict[str, Any]], str] | None = None
+        self._waiting = 0
+        self.step = ""
+        self.stats = {"hits": 0, "lists": 0, "gets": 0}
+
+    # -- step boundaries -------------------------------------------------------------------
+    def begin_step(self, name: str) -> None:
+        """A new step reads the cluster afresh (except what is stable for the cycle)."""
+        with self._lock:
+            self.step = name
+            self._lists = {k: v for k, v in self._lists.items() if k[:2] in STABLE_LISTS}
+            self._gets = {k: v for k, v in self._gets.items() if k[:2] in STABLE_GETS}
+
+    def forget(self, api_version: str | None = None, kind: str | None = None) -> None:
+        """Drop what is remembered (of one kind, or everything but the stable reads)."""
+        with self._lock:
+            if api_version is None:
+                self._lists = {k: v for k, v in self._lists.items() if k[:2] in STABLE_LISTS}
+                self._gets = {k: v for k, v in self._gets.items() if k[:2] in STABLE_GETS}
+                return
+            kinds = [(api_version, kind), *WRITE_TOUCHES.get((api_version, str(kind)), [])]
+            self._lists = {k: v for k, v in self._lists.items() if k[:2] not in kinds}
+            self._gets = {k: v for k, v in self._gets.items() if k[:2] not in kinds}
+            if VMI_KIND in kinds:
+                self._sticky_vmis = None
+
+    def _cacheable_get(self, api_version: str, kind: str) -> bool:
+        return (api_version, kind) in STABLE_GETS or (api_version, kind) == (PLAN_API,
+                                                                             PLAN_KIND)
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str,
+            namespace: str | None = None) -> dict[str, Any] | None:
+        key = (api_version, kind, name, namespace)
+        if self._waiting or not self._cacheable_get(api_version, kind):
+            return super().get(api_version, kind, name, namespace)
+        with self._lock:
+            if key in self._gets:
+                self.stats["hits"] += 1
+                obj = self._gets[key]
+                return None if obj is None else copy.deepcopy(obj)
+        obj = super().get(api_version, kind, name, namespace)
+        self.stats["gets"] += 1
+        with self._lock:
+            self._gets[key] = obj
+        return None if obj is None else copy.deepcopy(obj)
+
+    def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None, field_selector: str | None = None
+                     ) -> tuple[list[dict[str, Any]], str]:
+        if self._waiting:    # a wait lists to start its watch: always from the server
+            return super().list_with_rv(api_version, kind, namespace, label_selector,
+                                        field_selector)
+        key = (api_version, kind, namespace, label_selector, field_selector)
+        plain_vmis = (api_version, kind) == VMI_KIND and not (
+            namespace or label_selector or field_selector)
+        with self._lock:
+            hit = self._lists.get(key)
+            if hit is None and plain_vmis and self.step not in VMI_FRESH_STEPS:
+                hit = self._sticky_vmis
+            if hit is not None:
+                self.stats["hits"] += 1
+                return list(hit[0]), hit[1]
+        items, rv = super().list_with_rv(api_version, kind, namespace, label_selector,
+                                         field_selector)
+        self.stats["lists"] += 1
+        with self._lock:
+            self._lists[key] = (items, rv)
+            if plain_vmis:
+                self._sticky_vmis = (items, rv)
+        return list(items), rv
+
+    # -- writes: remember the plan as written, forget the kind otherwise ---------------------
+    def _wrote(self, api_version: str, kind: str, obj: dict[str, Any] | None = None) -> None:
+        self.forget(api_version, kind)
+        if obj and (api_version, kind) == (PLAN_API, PLAN_KIND) and not self._waiting:
+            meta = obj.get("metadata") or {}
+            with self._lock:
+                self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
+                    copy.deepcopy(obj)
+
+    def _write(self, api_version: str, kind: str, fn: Callable[[], Any]) -> Any:
+        try:
+            out = fn()
+        except ApiError:
+            self.forget(api_version, kind)   # e.g. 409: the next read must be fresh
+            raise
+        self._wrote(api_version, kind, out if isinstance(out, dict) else None)
+        return out
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if obj.get("kind") == "Event":   # Events are never read back: nothing to forget
+            return super().create(obj)
+        return self._write(obj["apiVersion"], obj["kind"],  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).create(obj))
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+        return self._write(api_version, kind,  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).patch(api_version, kind, name, patch,
+                                                                namespace, subresource))
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._write(obj["apiVersion"], obj["kind"],  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).replace_status(obj))
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               propagation: str = "Background") -> bool:
+        return self._write(api_version, kind,  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).delete(api_version, kind, name,
+                                                                 namespace, propagation))
+
+    # -- waits see the server; what was remembered is older than what a wait saw ------------
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._waiting += 1
+        try:
+            return super().wait(*args, **kwargs)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+            self.forget()
+
+
+# ---------------------------------------------------------------------------------------------
+# The cycle
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Params:
+    node: str
+    batch: list[str] = field(default_factory=list)
+    single_node: bool = False
+    pause_timeout: int = 0
+    hook_timeout: int = 7200
+    target_aware: bool = True
+    concurrency: int = 2
+    retries: int = 2
+    migration_timeout: int = 900
+    evacuation_timeout: int = 3600
+    volume_timeout: int = 1800
+    pdb_timeout: int = 1800
+    shutdown_timeout: int = 600
+    job_timeout: int = 3600
+    node_timeout: int = 1800
+    release_timeout: int = 1800
+    restore_timeout: int = 900
+    restore: bool | None = None
+    restore_fail_on_error: bool = False
+
+
+@dataclass
+class Cycle:
+    """The per-step record the module returns (also on failure)."""
+
+    node: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    changed: bool = False
+    t0: float = field(default_factory=time.monotonic)
+
+    def run(self, name: str, kube: CycleKube, fn: Callable[[], dict[str, Any]],
+            describe: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+        kube.begin_step(name)
+        t = time.monotonic()
+        entry: dict[str, Any] = {"step": name, "status": "running", "changed": False}
+        self.steps.append(entry)
+        try:
+            res = fn()
+        except Exception as exc:
+            entry.update(status="failed", seconds=round(time.monotonic() - t, 3),
+                         detail=str(exc)[:300])
+            raise
+        entry.update(status="passed" if res.get("passed") else "done",
+                     changed=bool(res.get("changed")),
+                     seconds=round(time.monotonic() - t, 3), detail=describe(res))
+        self.changed |= bool(res.get("changed"))
+        return res
+
+    def skip(self, name: str, why: str) -> None:
+        self.steps.append({"step": name, "status": "skipped", "changed": False, "seconds": 0.0,
+                           "detail": why})
+
+    def summary(self) -> list[str]:
+        out = []
+        for s in self.steps:
+            out.append(f"{s['step']:<16} {s['status']:<8} {s['seconds']:8.2f}s"
+                       + ("  changed" if s.get("changed") else "         ")
+                       + (f"  {s['detail']}" if s.get("detail") else ""))
+        out.append(f"{'total':<16} {'':<8} {time.monotonic() - self.t0:8.2f}s")
+        return out
+
+
+def _evac_text(res: dict[str, Any]) -> str:
+    if res.get("skipped"):
+        return f"already past evacuation ({res['skipped']})"
+    plan = res.get("plan") or {}
+    migrated = res.get("migrated") or []
+    text = f"{len(migrated)} migrated, {len(res.get('shutdown') or [])} shut down"
+    if not migrated and plan.get("migrate"):
+        text += f" ({len(plan['migrate'])} planned)"
+    return text
+
+
+def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> dict[str, Any]:
+    """Gate, pause check, then the node's steps in the role's order; see the module doc.
+
+    Returns the module result (without ``steps``/``summary``, which the caller adds from
+    ``cycle`` also on failure)."""
+    node = p.node
+    s = node_steps
+    result: dict[str, Any] = {"node": node, "done": False, "paused": False, "passed": False,
+                              "migrated": [], "shutdown": [], "restored": [], "failed": []}
+    gate = cycle.run("gate", kube, lambda: s.gate(kube, writer, p.batch or [node], node),
+                     lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
+                               f"{r['expected']} ({r['why']})")
+    result.update(todo=gate["todo"], expected=gate["expected"])
+    if node in gate["done"]:
+        result["done"] = True
+        return result
+    pause = cycle.run("pause", kube, lambda: s.wait_unpaused(kube, writer, node,
+                                                             p.pause_timeout),
+                      lambda r: "paused (pauseNodes)" if r["paused"] else "not paused")
+    if pause["paused"]:
+        result["paused"] = True
+        return result
+    if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
+        ev = cycle.run("evacuate", kube, lambda: s.evacuate(
+            kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),
+            lambda r: f"would migrate {len((r.get('plan') or {}).get('migrate') or [])}, "
+                      f"shut down {len(r.get('shutdown') or [])}")
+        result["evacuation"] = ev.get("plan")
+        return result
+    if p.single_node:
+        _single(kube, writer, p, cycle, result)
+    else:
+        _multi(kube, writer, p, cycle, result)
+    return result
+
+
+def _evacuate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+              result: dict[str, Any], shutdown_all: bool) -> None:
+    res = cycle.run("evacuate", kube, lambda: node_steps.evacuate(
+        kube, writer, p.node, target_aware=p.target_aware, concurrency=p.concurrency,
+        retries=p.retries, migration_timeout=p.migration_timeout, timeout=p.evacuation_timeout,
+        volume_timeout=p.volume_timeout, pdb_timeout=p.pdb_timeout, shutdown_all=shutdown_all,
+        shutdown_timeout=p.shutdown_timeout), _evac_text)
+    result["evacuation"] = res.get("plan")
+    result["migrated"] = res.get("migrated") or []
+    result["shutdown"] = res.get("shutdown") or []
+
+
+def _restore(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+             result: dict[str, Any]) -> None:
+    def restore() -> dict[str, Any]:
+        res = node_steps.restore_vms(kube, writer, p.node, timeout=p.restore_timeout,
+                                     force=p.restore)
+        if res["failed"] and p.restore_fail_on_error:
+            raise node_steps.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+        return res
+
+    res = cycle.run("restore", kube, restore,
+                    lambda r: (f"{len(r['restored'])} restored, {len(r['failed'])} failed"
+                               if r["enabled"] else "restoreVM off")
+                    + (f" of {len(r['recorded'])} recorded" if r["recorded"] else ""))
+    result["restored"], result["failed"] = res["restored"], res["failed"]
+
+
+def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+           result: dict[str, Any]) -> None:
+    s, node = node_steps, p.node
+    pre = cycle.run("await pre-drain", kube, lambda: s.await_hook(
+        kube, writer, node, "pre-drain", p.hook_timeout, p.batch or [node]),
+        lambda r: "already past it (resumed)" if r.get("passed") else "Rancher asks to drain")
+    result["passed"] = bool(pre.get("passed"))
+    if pre.get("passed"):
+        cycle.skip("evacuate", "node already past pre-drain")
+    else:
+        _evacuate(kube, writer, p, cycle, result, shutdown_all=False)
+    cycle.run("answer pre-drain", kube, lambda: s.answer_hook(kube, writer, node, "pre-drain"),
+              lambda r: "already answered" if not r.get("changed") else "answered")
+    cycle.run("await post-drain", kube, lambda: s.await_hook(
+        kube, writer, node, "post-drain", p.hook_timeout),
+        lambda r: "already past it (resumed)" if r.get("passed") else "drained, RKE2 applied")
+    cycle.run("os upgrade", kube, lambda: s.run_node_job(
+        kube, writer, node, "post-drain", job_timeout=p.job_timeout,
+        node_timeout=p.node_timeout),
+        lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
+        else "already upgraded")
+    cycle.run("answer post-drain", kube, lambda: s.answer_hook(kube, writer, node,
+                                                               "post-drain"),
+              lambda r: "already answered" if not r.get("changed") else "answered")
+    cycle.run("await release", kube, lambda: s.await_release(kube, writer, node,
+                                                             p.release_timeout),
+              lambda r: "uncordoned, annotations cleared, kubelet current")
+    _restore(kube, writer, p, cycle, result)
+
+
+def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+            result: dict[str, Any]) -> None:
+    _evacuate(kube, writer, p, cycle, result, shutdown_all=True)
+    cycle.run("os upgrade", kube, lambda: node_steps.run_node_job(
+        kube, writer, p.node, "single-node-upgrade", job_timeout=p.job_timeout,
+        node_timeout=p.node_timeout),
+        lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
+        else "already upgraded")
+    _restore(kube, writer, p, cycle, result)

@@ -1,0 +1,315 @@
+"""Upgrade one node end to end in one module call (see DOCUMENTATION)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_cycle
+short_description: Upgrade one Harvester node end to end in one process (fast path of the node loop)
+version_added: "0.2.0"
+description:
+  - Runs the whole NodeUpgrade of one node in one module process, calling the same steps as the
+    step-by-step role tasks, in the same order and with the same resume rules
+    (C(node_upgrade_mode=node) of role C(harvester.upgrade.node_upgrade)).
+  - First the batch check of M(harvester.upgrade.node_gate) (is Rancher asking for this node?
+    a node that is already upgraded ends here with I(done=true)) and the pauseNodes check (a
+    node listed there is recorded C(UpgradePaused); the module waits up to I(pause_timeout)
+    seconds and returns I(paused=true) if it is still listed, changing nothing else).
+  - Multi-node cluster, as M(harvester.upgrade.drain_hook_ack), M(harvester.upgrade.vm_evacuate),
+    M(harvester.upgrade.node_job) and M(harvester.upgrade.vm_restore) do one by one - wait for
+    Rancher's C(rke.cattle.io/pre-drain), evacuate the VMs (skipped when the node is already past
+    pre-drain), answer pre-drain, wait for C(rke.cattle.io/post-drain), run the post-drain Job and
+    wait for the node to come back Ready on the new OS, answer post-drain, wait until Rancher
+    releases the node, restart the VMs shut down for it.
+  - Single-node cluster (I(single_node=true)) - shut down and record every VM, run the
+    single-node-upgrade Job and wait for the reboot, restart the VMs.
+  - The same C(nodeUpgradeStatuses) writes and Events as the step modules. Every step is
+    idempotent and resumes from the cluster's state, so re-running after an interruption (or a
+    failure) continues where the node is.
+  - Faster than one task per step - one API client and discovery, the upgrade lock taken once
+    (renewed when due), reads that the previous step's view still answers served from memory,
+    and no task boundary between a hook and the reaction to it (docs/performance.md).
+  - On a deadline the module fails with C(awaited) and C(last_seen) (and the node/plan marked
+    failed as the step modules do); C(steps) still lists what was done.
+author:
+  - harvester-upgrade developers (@harvester-upgrade)
+options:
+  node:
+    description: Node name.
+    type: str
+    required: true
+  plan:
+    description: UpgradePlan name; default the active plan.
+    type: str
+  batch:
+    description: Nodes of the current batch of the serial play; Rancher asking for none of them
+      (or draining a node outside it) is an error. Default - just I(node).
+    type: list
+    elements: str
+  single_node:
+    description: Take the single-node path (the plan's C(status.singleNode); from
+      M(harvester.upgrade.node_gate) I(step=enter)).
+    type: bool
+    default: false
+  pause_timeout:
+    description: Seconds a node listed in C(pauseNodes) waits to be released before the module
+      returns I(paused=true). C(0) returns at once.
+    type: int
+    default: 0
+  hook_timeout:
+    description: Seconds to wait for Rancher's pre-drain and post-drain annotations.
+    type: int
+    default: 7200
+  target_aware:
+    description: Migrate VMs to already-upgraded nodes (C(false) is the naive baseline).
+    type: bool
+    default: true
+  concurrency:
+    description: Live migrations in flight at once from this node.
+    type: int
+    default: 2
+  retries:
+    description: Extra attempts for a failed or hung migration.
+    type: int
+    default: 2
+  migration_timeout:
+    description: Seconds one migration may take before it counts as hung.
+    type: int
+    default: 900
+  evacuation_timeout:
+    description: Seconds the whole evacuation may take.
+    type: int
+    default: 3600
+  volume_timeout:
+    description: Seconds to wait for Longhorn volumes to be safe (rebuilds).
+    type: int
+    default: 1800
+  pdb_timeout:
+    description: Seconds to wait for PodDisruptionBudgets to allow the drain.
+    type: int
+    default: 1800
+  shutdown_timeout:
+    description: Seconds to wait for shut-down VMs to stop.
+    type: int
+    default: 600
+  job_timeout:
+    description: Seconds the post-drain (or single-node-upgrade) Job may run.
+    type: int
+    default: 3600
+  node_timeout:
+    description: Seconds for the node to come back Ready on the new OS after the Job.
+    type: int
+    default: 1800
+  release_timeout:
+    description: Seconds for Rancher to uncordon the node and clear its annotations.
+    type: int
+    default: 1800
+  restore_timeout:
+    description: Seconds to wait for the restored VMs to run.
+    type: int
+    default: 900
+  restore:
+    description: Override the plan's C(spec.restoreVM).
+    type: bool
+  restore_fail_on_error:
+    description: Fail when a VM could not be restored.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+notes:
+  - Check mode only reads - the batch check, the pause check (no wait) and the evacuation
+    plan of the node (C(evacuation)).
+  - The step-by-step modules remain the reference; this module calls the same code.
+seealso:
+  - module: harvester.upgrade.drain_hook_ack
+  - module: harvester.upgrade.vm_evacuate
+  - module: harvester.upgrade.node_job
+  - module: harvester.upgrade.vm_restore
+"""
+
+EXAMPLES = r"""
+- name: Upgrade the node in one module call
+  harvester.upgrade.node_cycle:
+    node: "{{ inventory_hostname }}"
+    batch: "{{ ansible_play_batch }}"
+  register: cycle
+
+- name: One line per step
+  ansible.builtin.debug:
+    msg: "{{ cycle.summary }}"
+
+- name: Single-node cluster, do not wait for a paused node
+  harvester.upgrade.node_cycle:
+    node: node-1
+    single_node: true
+    pause_timeout: 0
+"""
+
+RETURN = r"""
+node:
+  description: The node.
+  returned: always
+  type: str
+done:
+  description: The node was already upgraded (nothing else ran).
+  returned: always
+  type: bool
+paused:
+  description: The node is listed in C(pauseNodes) and was not released within I(pause_timeout);
+    nothing after the pause check ran.
+  returned: always
+  type: bool
+passed:
+  description: The node was already past pre-drain (resumed run); evacuation was skipped.
+  returned: always
+  type: bool
+status:
+  description: C(no_plan) when no plan is named and none is active (nothing to do).
+  returned: when no plan is active
+  type: str
+steps:
+  description: One entry per step that ran - C(step), C(status) (done, passed, skipped,
+    failed), C(changed), C(seconds), C(detail).
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: The same, one line of text per step (for a debug task).
+  returned: always
+  type: list
+  elements: str
+migrated:
+  description: VMs migrated in this run, their final node and attempts.
+  returned: always
+  type: list
+  elements: dict
+shutdown:
+  description: VMs shut down (ns/name).
+  returned: always
+  type: list
+  elements: str
+restored:
+  description: VMs (ns/name) restarted after the upgrade.
+  returned: always
+  type: list
+  elements: str
+failed:
+  description: VMs that could not be restored, with the reason.
+  returned: always
+  type: list
+  elements: str
+evacuation:
+  description: The evacuation decision per VM (as M(harvester.upgrade.vm_evacuate)).
+  returned: when the evacuation step ran
+  type: dict
+api:
+  description: Reads served from memory (C(hits)) and sent (C(lists), C(gets)) by the cycle.
+  returned: always
+  type: dict
+plan:
+  description: UpgradePlan name.
+  returned: when a plan is active
+  type: str
+events:
+  description: Events emitted on the UpgradePlan.
+  returned: when a plan is active
+  type: list
+  elements: dict
+awaited:
+  description: On a deadline, what was awaited.
+  returned: failure
+  type: str
+last_seen:
+  description: On a deadline, the last state seen.
+  returned: failure
+  type: str
+"""
+
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    lock,
+    node_cycle,
+    node_module,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    warn_insecure,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    NoActivePlan,
+    NodeLoopError,
+    PlanWriter,
+    WaitTimeout,
+    find_plan,
+)
+
+INT_OPTIONS = {"pause_timeout": 0, "hook_timeout": 7200, "concurrency": 2, "retries": 2,
+               "migration_timeout": 900, "evacuation_timeout": 3600, "volume_timeout": 1800,
+               "pdb_timeout": 1800, "shutdown_timeout": 600, "job_timeout": 3600,
+               "node_timeout": 1800, "release_timeout": 1800, "restore_timeout": 900}
+
+
+def main() -> None:
+    spec = node_module.argument_spec(
+        node={"type": "str", "required": True},
+        batch={"type": "list", "elements": "str"},
+        single_node={"type": "bool", "default": False},
+        target_aware={"type": "bool", "default": True},
+        restore={"type": "bool"},
+        restore_fail_on_error={"type": "bool", "default": False},
+        **{k: {"type": "int", "default": v} for k, v in INT_OPTIONS.items()},
+    )
+    module = node_module.new_module(spec)
+    p = module.params
+    if p["concurrency"] < 1 or p["retries"] < 0:
+        module.fail_json(msg="concurrency must be >= 1 and retries >= 0")
+    params = node_cycle.Params(
+        node=p["node"], batch=list(p["batch"] or []), single_node=p["single_node"],
+        target_aware=p["target_aware"], restore=p["restore"],
+        restore_fail_on_error=p["restore_fail_on_error"],
+        **{k: p[k] for k in INT_OPTIONS})
+    cycle = node_cycle.Cycle(p["node"])
+    kube: node_cycle.CycleKube | None = None
+    writer: PlanWriter | None = None
+
+    def extra() -> dict[str, Any]:
+        out: dict[str, Any] = {"node": p["node"], "steps": cycle.steps,
+                               "summary": cycle.summary() if cycle.steps else []}
+        if kube is not None:
+            out["api"] = dict(kube.stats)
+        if writer is not None:
+            out["plan"], out["events"] = writer.name, writer.events
+        return out
+
+    try:
+        auth = {k: p[k] for k in node_module.AUTH_ARG_SPEC if p.get(k) is not None}
+        warn_insecure(module, auth)
+        kube = node_cycle.CycleKube.from_options(**auth)  # type: ignore[assignment]
+        assert kube is not None
+        kube.check_mode = module.check_mode
+        try:
+            writer = PlanWriter(kube, find_plan(kube, p.get("plan")))
+            lock.hold(kube, module)   # fails at once if another run holds the lock
+        except NodeLoopError as exc:
+            if not (module.check_mode or isinstance(exc, NoActivePlan)):
+                raise
+            module.exit_json(changed=False, skipped=True, done=False, paused=False,
+                             passed=False, status="no_plan",
+                             msg=f"{exc}: NodeUpgrade has nothing to do", **extra())
+        assert writer is not None
+        result = node_cycle.run_cycle(kube, writer, params, cycle)
+    except WaitTimeout as exc:
+        module.fail_json(msg=str(exc), awaited=exc.what, last_seen=exc.last_seen, **extra())
+    except NodeLoopError as exc:
+        module.fail_json(msg=str(exc), **extra())
+    except Exception as exc:  # noqa: BLE001 - API/transport errors, shown to the operator
+        body = getattr(exc, "body", None) or getattr(exc, "summary", lambda: "")()
+        module.fail_json(msg=f"{type(exc).__name__}: {exc}", error=str(body)[:2000], **extra())
+    result.update(extra())
+    result["changed"] = cycle.changed
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""End-to-end: ``node_upgrade_mode: node`` (module ``node_cycle``: one module call per node).
+
+1. The whole ``upgrade.yml`` on ``three-node`` with ``-e node_upgrade_mode=node``: Succeeded,
+   every node upgraded (rebooted) once, migrations at the lower bound, the shut-down VMs
+   restored, no invariant violation, one summary line per step in the output.
+2. Resume: the node loop alone (``playbooks/node_upgrade.yml`` from ``ClusterUpgraded``) is
+   killed (SIGKILL, the whole process group) while the first node reboots, then re-run: the
+   node is neither evacuated nor rebooted again, and the run completes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+harvester_sim = pytest.importorskip("harvester_sim")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SPEED = float(os.environ.get("NODE_CYCLE_TEST_SPEED", "200"))
+MODE = {"node_upgrade_mode": "node"}
+PLAN_API = "management.harvesterhci.io/v1beta1"
+
+pytestmark = [pytest.mark.timeout(600)]
+
+
+def _load(name: str, file: str) -> Any:
+    """A sibling module by path (``import conftest`` may find another suite's)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_conftest = _load("harvester_integration_conftest", "conftest.py")
+nu = _load("harvester_integration_node_upgrade", "test_node_upgrade.py")
+
+
+def _plans(sim: Any) -> list[dict[str, Any]]:
+    return sim.world.client.list(PLAN_API, "UpgradePlan")  # type: ignore[no-any-return]
+
+
+def _reboots(report: dict[str, Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in report.get("timeline") or []:
+        if e.get("event") == "node_reboot":
+            out[str(e.get("node"))] = out.get(str(e.get("node")), 0) + 1
+    return out
+
+
+def _snapshot(sim: Any) -> tuple[dict[str, dict[str, Any]], set[str], list[str]]:
+    nu.wait_settled(sim)
+    return nu.vmis(sim), nu.running_vms(sim), nu.order_of(sim)
+
+
+def _bound(sim: Any, start: dict[str, Any], running: set[str], order: list[str],
+           plan: str) -> int:
+    c = sim.world.client
+    cm = c.try_get("v1", "ConfigMap", f"{plan}-restore-vm", namespace="harvester-system")
+    recorded = {k for v in ((cm or {}).get("data") or {}).values() for k in v.split(",") if k}
+    nodes = {n["metadata"]["name"]: n for n in c.list("v1", "Node")}
+    return int(nu.min_migrations(start, nodes, order, {k for k in running if k not in recorded}))
+
+
+def test_whole_upgrade_in_node_mode(simulator: Any) -> None:
+    from harvester_sim import report as rep
+    sim = simulator("three-node", speed=SPEED)
+    start, running, order = _snapshot(sim)
+    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=500)
+    assert res.rc == 0, res
+    plans = _plans(sim)
+    assert len(plans) == 1, plans
+    plan = plans[0]
+    assert plan["status"]["currentPhase"] == "Succeeded", res
+    report = rep.build(sim.world)
+    assert report["invariant_violations"] == [], report["invariant_violations"]
+    rel = plan["status"]["releaseMetadata"]
+    for name, n in {n["metadata"]["name"]: n for n in sim.world.client.list("v1",
+                                                                             "Node")}.items():
+        assert n["status"]["nodeInfo"]["osImage"] == rel["os"], name
+        assert not n["spec"].get("unschedulable"), name
+    assert _reboots(report) == {n: 1 for n in order}, _reboots(report)
+    assert int(report["vm_migrations"]["total"]) == _bound(
+        sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
+    assert running <= nu.running_vms(sim)      # the shut-down VMs were restored
+    # the fast path ran (one module call per node) and said what each step did
+    assert res.output.count("TASK [harvester.upgrade.node_upgrade : Upgrade") >= len(order)
+    assert "Wait for Rancher to ask to drain" not in res.output
+    for step in ("await pre-drain", "evacuate", "answer pre-drain", "os upgrade",
+                 "await release", "restore"):
+        assert step in res.output, step
+
+
+def _state(sim: Any, node: str) -> str:
+    plans = sim.world.client.list(PLAN_API, "UpgradePlan")
+    st = ((plans[0].get("status") or {}).get("nodeUpgradeStatuses") or {}) if plans else {}
+    return str((st.get(node) or {}).get("state") or "")
+
+
+def test_killed_mid_node_resumes_without_redoing(simulator: Any) -> None:
+    from harvester_sim import report as rep
+    sim = simulator("three-node", speed=SPEED)
+    start, running, order = _snapshot(sim)
+    nu.at_cluster_upgraded(sim)
+    first = order[0]
+    env = dict(os.environ, **sim.env, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               PATH=f"{_conftest.BIN}:{os.environ.get('PATH', '')}")
+    cmd = [str(_conftest.BIN / "ansible-playbook"), "playbooks/node_upgrade.yml",
+           "-e", json.dumps(MODE)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline, killed_at = time.monotonic() + 300, ""
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _state(sim, first) == "WaitingReboot":
+                killed_at = "WaitingReboot"
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out1 = proc.communicate(timeout=30)[0].decode(errors="replace")
+    assert killed_at, out1[-4000:]
+    res = _conftest.run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
+                                 timeout=400)
+    assert res.rc == 0, res
+    plan = _plans(sim)[0]
+    assert plan["status"]["currentPhase"] == "NodeUpgraded", res
+    assert {n: s["state"] for n, s in plan["status"]["nodeUpgradeStatuses"].items()} == {
+        n: "PostDrained" for n in order}
+    report = rep.build(sim.world)
+    assert report["invariant_violations"] == [], report["invariant_violations"]
+    assert _reboots(report) == {n: 1 for n in order}, _reboots(report)
+    assert int(report["vm_migrations"]["total"]) == _bound(
+        sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
+    assert running <= nu.running_vms(sim)
+    # the resumed first node: past pre-drain, so no evacuation; its job awaited, not redone
+    assert "already past it (resumed)" in res.output, res
