@@ -239,8 +239,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="scenario of figure 3 (its naive baseline is run too)")
     ap.add_argument("--no-hundred", action="store_true", help="skip the 100-node run")
     ap.add_argument("--no-twenty", action="store_true", help="skip the 20-node runs")
+    ap.add_argument("--modes", default="steps,node",
+                    help="node_upgrade_mode(s) for the three-node and twenty-node runs, "
+                         "comma-separated (steps: one task per step; node: node_cycle)")
+    ap.add_argument("--twenty-modes", default=None,
+                    help="node_upgrade_mode(s) for twenty-node (default: --modes)")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the naive-evacuation baseline run (figure 3)")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    twenty_modes = [m for m in (args.twenty_modes or args.modes).split(",") if m]
+    if any(m not in MODES for m in modes + twenty_modes):
+        ap.error(f"modes are {', '.join(MODES)}")
     out = Path(args.out)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     runs: dict[str, dict[str, Any]] = {}
@@ -251,53 +262,44 @@ def main(argv: list[str] | None = None) -> int:
         r = run_upgrade(scenario, speed, out / label, ev, quiet=False)
         runs[label] = summarize(r)
 
-    do("three-node", "three-node", args.speed)
-    mig_label = "three-node"
+    primary = modes[0]
+    for mode in modes:
+        do(label("three-node", mode), "three-node", args.speed, mode_vars(mode))
+    mig_label = label("three-node", primary)
     if not args.no_twenty:
-        do("twenty-node", "twenty-node", args.speed)
+        for mode in twenty_modes:
+            do(label("twenty-node", mode), "twenty-node", args.speed, mode_vars(mode))
     if args.migration_scenario == "twenty-node" and not args.no_twenty:
-        mig_label = "twenty-node"
+        mig_label = label("twenty-node", twenty_modes[0])
     elif args.migration_scenario not in ("three-node", "twenty-node"):
-        do("migration", args.migration_scenario, args.speed)
+        do("migration", args.migration_scenario, args.speed, mode_vars(primary))
         mig_label = "migration"
-    do("baseline-naive", runs[mig_label]["scenario"], args.speed,
-       {"node_upgrade_target_aware": False})
+    if not args.no_baseline:
+        do("baseline-naive", runs[mig_label]["scenario"], args.speed,
+           {**mode_vars(primary), "node_upgrade_target_aware": False})
     if not args.no_hundred:
-        do("hundred-node", "hundred-node", args.hundred_speed)
+        do(label("hundred-node", primary), "hundred-node", args.hundred_speed,
+           mode_vars(primary))
     print("== simulator scale (sim_scale.py)", file=sys.stderr, flush=True)
     scale = {"three-node": sim_scale("three-node", args.speed, 1.0),
              "hundred-node": sim_scale("hundred-node", args.hundred_speed, 5.0)}
 
     # ------------------------------------------------------------------ the keyed figures
-    main_runs = [v for k, v in runs.items() if k != "baseline-naive"]
-    hook_all: list[float] = []
-    for k in ("three-node", "twenty-node"):
-        if k in runs:
-            for v in runs[k]["_hook_samples"].values():
-                hook_all.extend(v)
-    cpu_runs = [runs[k] for k in ("three-node", "twenty-node") if k in runs and runs[k]["ok"]]
-    hundred = runs.get("hundred-node")
+    # headline keys: the first of --modes; ``by_mode`` has the same keys for every mode run
+    by_mode = {m: keyed(runs, m) for m in dict.fromkeys(modes + twenty_modes)}
+    base = runs.get("baseline-naive")
+    mig = runs.get(mig_label)
     latest: dict[str, Any] = {
         "timestamp": stamp,
-        "overhead_ratio_3node": runs["three-node"]["overhead_ratio"],
-        "overhead_ratio_20node": runs.get("twenty-node", {}).get("overhead_ratio"),
-        "hook_reaction_p50_s": _r(_pct(hook_all, 0.5)),
-        "hook_reaction_p95_s": _r(_pct(hook_all, 0.95)),
-        "migrations_over_lower_bound": runs[mig_label]["migrations"]["ratio"],
-        "baseline_migrations_over_lower_bound": runs["baseline-naive"]["migrations"]["ratio"],
-        "api_requests_per_node": {str(r["nodes"]): r["api_requests_per_node"]
-                                  for r in main_runs if r["nodes"]},
-        "api_requests_per_node_by_verb": {str(r["nodes"]): r["api_requests_per_node_by_verb"]
-                                          for r in main_runs if r["nodes"]},
-        "controller_cpu_s_per_node": max((r["controller_cpu_s_per_node"] for r in cpu_runs),
-                                         default=None),
-        "controller_peak_rss_mb": max((r["controller_peak_rss_mb"] for r in cpu_runs),
-                                      default=None),
-        "hundred_node_wall_s": hundred["wall_s"] if hundred and hundred["ok"] else None,
+        "node_upgrade_mode": primary,
+        **by_mode[primary],
+        "migrations_over_lower_bound": mig["migrations"]["ratio"] if mig else None,
+        "baseline_migrations_over_lower_bound": base["migrations"]["ratio"] if base else None,
         "sim_peak_rss_mb": max([r["sim_peak_rss_mb"] for r in runs.values()] +
                                [float(s.get("peak_rss_mb") or 0) for s in scale.values()]),
         "invariant_violations": sum(r["invariant_violations"] for r in runs.values()),
         "all_runs_succeeded": all(r["ok"] for r in runs.values()),
+        "by_mode": by_mode,
         "runs": {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
                  for k, v in runs.items()},
         "sim_scale": scale,
@@ -307,8 +309,89 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{stamp}.json").write_text(text)
     (RESULTS / "latest.json").write_text(text)
     print(table(latest, runs, mig_label))
+    if len(by_mode) > 1:
+        print()
+        print(modes_table(by_mode))
     print(f"\nresults: {RESULTS / (stamp + '.json')} (and latest.json)")
     return 0
+
+
+MODES = ("steps", "node")
+
+
+def label(scenario: str, mode: str) -> str:
+    """Run label: the scenario for the role's default mode (``steps``), else
+    ``<scenario>@<mode>``."""
+    return scenario if mode == "steps" else f"{scenario}@{mode}"
+
+
+def mode_vars(mode: str) -> dict[str, Any] | None:
+    return None if mode == "steps" else {"node_upgrade_mode": mode}
+
+
+def keyed(runs: dict[str, dict[str, Any]], mode: str) -> dict[str, Any]:
+    """The keyed figures of one node_upgrade_mode (from its three/twenty/hundred runs)."""
+    mine = {k.split("@")[0]: v for k, v in runs.items()
+            if k != "baseline-naive" and k != "migration" and
+            (k.split("@")[1] if "@" in k else "steps") == mode}
+    hook_all: list[float] = []
+    for k in ("three-node", "twenty-node"):
+        if k in mine:
+            for v in mine[k]["_hook_samples"].values():
+                hook_all.extend(v)
+    cpu_runs = [mine[k] for k in ("three-node", "twenty-node") if k in mine and mine[k]["ok"]]
+    hundred = mine.get("hundred-node")
+    return {
+        "overhead_ratio_3node": mine.get("three-node", {}).get("overhead_ratio"),
+        "overhead_ratio_20node": mine.get("twenty-node", {}).get("overhead_ratio"),
+        "hook_reaction_p50_s": _r(_pct(hook_all, 0.5)),
+        "hook_reaction_p95_s": _r(_pct(hook_all, 0.95)),
+        "api_requests_per_node": {str(r["nodes"]): r["api_requests_per_node"]
+                                  for r in mine.values() if r["nodes"]},
+        "api_requests_per_node_by_verb": {str(r["nodes"]): r["api_requests_per_node_by_verb"]
+                                          for r in mine.values() if r["nodes"]},
+        "controller_cpu_s_per_node": max((r["controller_cpu_s_per_node"] for r in cpu_runs),
+                                         default=None),
+        "controller_peak_rss_mb": max((r["controller_peak_rss_mb"] for r in cpu_runs),
+                                      default=None),
+        "hundred_node_wall_s": hundred["wall_s"] if hundred and hundred["ok"] else None,
+    }
+
+
+def modes_table(by_mode: dict[str, dict[str, Any]]) -> str:
+    """The keyed figures of each node_upgrade_mode side by side."""
+    t = TARGETS
+    modes = list(by_mode)
+    rows: list[list[str]] = [["figure", *[f"mode {m}" for m in modes], "target"],
+                             ["-" * 6, *["-" * 6 for _m in modes], "-" * 6]]
+
+    def row(name: str, get: Any, target: str, limit: float | None = None) -> None:
+        cells = []
+        for m in modes:
+            v = get(by_mode[m])
+            cells.append(_fmt(v) + (_mark(v, limit) if limit is not None and
+                                    isinstance(v, int | float) else ""))
+        rows.append([name, *cells, target])
+
+    row("1 overhead three-node", lambda k: k["overhead_ratio_3node"], f"<= {t['overhead']}",
+        t["overhead"])
+    row("1 overhead twenty-node", lambda k: k["overhead_ratio_20node"], f"<= {t['overhead']}",
+        t["overhead"])
+    row("2 hook reaction p50 (s)", lambda k: k["hook_reaction_p50_s"], "")
+    row("2 hook reaction p95 (s)", lambda k: k["hook_reaction_p95_s"],
+        f"<= {t['hook_p95_s']}", t["hook_p95_s"])
+    for n in sorted({n for k in by_mode.values() for n in k["api_requests_per_node"]},
+                    key=int):
+        row(f"4 API requests/node ({n})",
+            lambda k, n=n: k["api_requests_per_node"].get(n), f"<= {t['api_per_node']}",
+            t["api_per_node"])
+    row("5 controller CPU-s/node (max)", lambda k: k["controller_cpu_s_per_node"],
+        f"<= {t['cpu_per_node']}", t["cpu_per_node"])
+    row("5 controller peak RSS MB", lambda k: k["controller_peak_rss_mb"], "")
+    row("6 hundred-node wall (s)", lambda k: k["hundred_node_wall_s"],
+        f"<= {t['hundred_wall_s']:.0f}", t["hundred_wall_s"])
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows)
 
 
 def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: str) -> str:
@@ -318,43 +401,44 @@ def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: st
     def row(name: str, where: str, value: str, target: str) -> None:
         rows.append((name, where, value, target))
 
-    for k in ("three-node", "twenty-node"):
-        if k in runs:
+    main = [k for k in runs if k not in ("baseline-naive", "migration")]
+    for k in main:
+        if not k.startswith("hundred-node"):
             r = runs[k]
             row(f"1 overhead {k}", f"{r['scenario']} x{r['speed']:g}",
                 f"{_fmt(r['overhead_ratio'])} ({r['wall_s']:.0f} s / "
                 f"{r['critical_path_wall_s']:.0f} s)",
                 f"<= {t['overhead']}{_mark(r['overhead_ratio'], t['overhead'])}")
-    hk = [k for k in ("three-node", "twenty-node") if k in runs]
-    row("2 hook reaction p50/p95", ", ".join(f"{runs[k]['scenario']} x{runs[k]['speed']:g}"
-                                            for k in hk),
+    hk = [k for k in main if not k.startswith("hundred-node")]
+    row(f"2 hook reaction p50/p95 (mode {latest['node_upgrade_mode']})",
+        ", ".join(f"{runs[k]['scenario']} x{runs[k]['speed']:g}" for k in hk
+                  if "@" not in k or k.endswith("@" + latest["node_upgrade_mode"])),
         f"{_fmt(latest['hook_reaction_p50_s'], ' s')} / "
         f"{_fmt(latest['hook_reaction_p95_s'], ' s')}",
         f"p95 <= {t['hook_p95_s']} s{_mark(latest['hook_reaction_p95_s'], t['hook_p95_s'])}")
-    m, b = runs[mig_label]["migrations"], runs["baseline-naive"]["migrations"]
-    row("3 migrations / lower bound", f"{runs[mig_label]['scenario']} "
-        f"x{runs[mig_label]['speed']:g}",
+    m = runs[mig_label]["migrations"]
+    b = (runs.get("baseline-naive") or {}).get("migrations")
+    row("3 migrations / lower bound", f"{mig_label} x{runs[mig_label]['speed']:g}",
         f"{_fmt(m['ratio'])} ({m['total']}/{m['lower_bound']}); naive baseline "
-        f"{_fmt(b['ratio'])} ({b['total']}/{b['lower_bound']})",
+        + (f"{_fmt(b['ratio'])} ({b['total']}/{b['lower_bound']})" if b else "not run"),
         f"1.00{_mark(m['ratio'], t['migrations'])}")
-    for k in ("three-node", "twenty-node", "hundred-node"):
-        if k in runs:
+    for k in main:
+        if k:
             r = runs[k]
             verbs = ", ".join(f"{v} {n}" for v, n in r["api_requests_per_node_by_verb"].items())
-            row(f"4 API requests/node ({r['nodes']})", f"{r['scenario']} x{r['speed']:g}",
+            row(f"4 API requests/node ({r['nodes']})", f"{k} x{r['speed']:g}",
                 f"{r['api_requests_per_node']:.0f} ({verbs})",
                 f"<= {t['api_per_node']}"
                 f"{_mark(r['api_requests_per_node'], t['api_per_node'])}")
-    for k in ("three-node", "twenty-node", "hundred-node"):
-        if k in runs:
+    for k in main:
+        if k:
             r = runs[k]
-            row(f"5 controller CPU/node ({r['nodes']})", f"{r['scenario']} x{r['speed']:g}",
+            row(f"5 controller CPU/node ({r['nodes']})", f"{k} x{r['speed']:g}",
                 f"{r['controller_cpu_s_per_node']:.2f} s (peak RSS "
                 f"{r['controller_peak_rss_mb']:.0f} MB)",
                 f"<= {t['cpu_per_node']} s"
                 f"{_mark(r['controller_cpu_s_per_node'], t['cpu_per_node'])}")
-    h = runs.get("hundred-node")
-    if h:
+    for h in [runs[k] for k in main if k.startswith("hundred-node")]:
         row("6 hundred-node wall", f"hundred-node x{h['speed']:g}",
             f"{h['wall_s']:.0f} s ({'ok' if h['ok'] else 'FAILED: ' + h['plan_phase']})",
             f"<= {t['hundred_wall_s']:.0f} s"

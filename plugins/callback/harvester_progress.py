@@ -63,7 +63,8 @@ except ImportError:  # pragma: no cover - the callback is always loaded from the
     _TAG_TO_NAME = {}
 
 PREFIX = "harvester | "
-NODE_MODULES = ("drain_hook_ack", "vm_evacuate", "vm_restore", "node_job", "node_gate")
+NODE_MODULES = ("drain_hook_ack", "vm_evacuate", "vm_restore", "node_job", "node_gate",
+                "node_cycle")
 
 
 def fmt_duration(seconds: float) -> str:
@@ -166,12 +167,13 @@ class Progress:
             if not self.nodes:
                 listed = [*(res.get("done") or []), *(res.get("todo") or [])]
                 self.nodes = [str(n) for n in listed]
-        if module == "vm_evacuate":
+        if module in ("vm_evacuate", "node_cycle"):
             for vm in res.get("migrated") or []:
                 self.migrated.add(_vm_key(vm))
             for vm in res.get("shutdown") or []:
                 self.shutdown.add(_vm_key(vm))
-        if module == "vm_restore":
+        if module == "vm_restore" or (module == "node_cycle" and not res.get("paused")
+                                      and res.get("status") != "no_plan"):
             for vm in res.get("restored") or []:
                 self.restored.add(_vm_key(vm))
             for vm in res.get("failed") or []:
