@@ -81,7 +81,7 @@ def _fault(ctx: ProgramContext, program: str, *kinds: str) -> str | None:
             "plan": ctx.env.get("HARVESTER_UPGRADEPLAN_NAME", ""), "program": program}
     for kind in kinds:
         if ctx.world.faults.match(kind, **fctx) is not None:
-            ctx.world.timeline.record("fault", kind=kind, **fctx)
+            ctx.world.timeline.record("fault", fault=kind, **fctx)
             return kind
     return None
 
