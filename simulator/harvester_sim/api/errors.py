@@ -210,5 +210,11 @@ def unsupported_media_type(message: str) -> ApiError:
     return ApiError(415, "UnsupportedMediaType", message)
 
 
+def not_acceptable(accepted: list[str]) -> ApiError:
+    """406, as the apiserver's content negotiation answers an Accept it cannot meet."""
+    return ApiError(406, "NotAcceptable",
+                    f"only the following media types are accepted: {', '.join(accepted)}")
+
+
 def not_found_path() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
