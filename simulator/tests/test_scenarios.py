@@ -456,3 +456,30 @@ def test_download_faults_map_onto_the_release_server() -> None:
     assert src.match("release_download", version="v1.6.0", file="iso") == {
         "fault": "slow", "rate_bytes_per_s": 2 * 1024 * 1024}
     assert json.dumps(faults.fired)
+
+
+def test_three_node_is_ready_when_running_returns() -> None:
+    """The cluster is usable as soon as ``testing.running`` returns: the HTTPS API answers
+    and every node is Ready (how fast is ``benchmarks/sim_scale.py``'s business)."""
+    import http.client
+    import ssl
+    import tempfile
+
+    from harvester_sim import testing
+
+    with testing.running("three-node", speed=1000) as sim:
+        with tempfile.NamedTemporaryFile("wb", suffix=".crt") as f:
+            f.write(sim.server.ca_pem)
+            f.flush()
+            ctx = ssl.create_default_context(cafile=f.name)
+        conn = http.client.HTTPSConnection("127.0.0.1", sim.server.port, context=ctx,
+                                           timeout=30)
+        conn.request("GET", "/api/v1/nodes", headers={"Authorization": f"Bearer {sim.token}"})
+        resp = conn.getresponse()
+        nodes = json.loads(resp.read())["items"]
+        conn.close()
+    assert resp.status == 200
+    assert [n["metadata"]["name"] for n in nodes] == ["node-1", "node-2", "node-3"]
+    for n in nodes:
+        ready = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", n["metadata"]["name"]
