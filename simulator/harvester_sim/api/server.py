@@ -722,9 +722,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "application/json or application/yaml") from exc
 
     def _check_accept(self, rt: ResourceType, sub: str | None) -> None:
-        """406 when the Accept header allows only encodings the simulator cannot produce
-        (protobuf, CBOR): responses are JSON, like a real apiserver answering
-        ``application/vnd.kubernetes.protobuf,application/json`` for a CRD."""
+        """406 NotAcceptable when Accept lists only encodings the simulator never produces
+        (protobuf, CBOR), as the apiserver's negotiation answers an Accept it cannot meet.
+        Any JSON-compatible entry (``application/vnd.kubernetes.protobuf,application/json``,
+        ``*/*``) gets JSON, the way a real apiserver serves a CRD to kubectl."""
         accept = self.headers.get("Accept") or ""
         if not accept or sub in ("log", "proxy", "exec", "attach", "portforward"):
             return
