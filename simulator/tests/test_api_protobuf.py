@@ -204,6 +204,7 @@ def test_server_creates_from_protobuf(raw: Any, pbns: str, sim: Any) -> None:
         assert r.status == 201, (case, r.body)
     sec = sim.world.client.get("v1", "Secret", "bin", pbns)
     assert sec["data"]["bin"] == "AAEC//4=" and sec["type"] == "Opaque"
+    assert sec["data"]["plain"] == "dGV4dA==" and "stringData" not in sec  # merged on write
     svc = sim.world.client.get("v1", "Service", "web", pbns)
     assert svc["spec"]["ports"][0]["targetPort"] == "http"
     assert svc["spec"]["ports"][1]["targetPort"] == 9090

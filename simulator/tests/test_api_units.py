@@ -295,3 +295,13 @@ def test_human_duration_and_jsonpath() -> None:
     assert jsonpath(obj, ".spec.items[*].n") == [1, 2]
     assert jsonpath(obj, ".spec.items[1].n") == [2]
     assert jsonpath(obj, ".spec.missing") == []
+
+
+def test_secret_string_data_is_merged_into_data(store: Store) -> None:
+    sec_rt = rt(store, "", "secrets")
+    created = store.create(sec_rt, {"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eQ=="},
+                                    "stringData": {"b": "bee", "c": "sea"}}, "default")
+    assert "stringData" not in created
+    assert created["data"] == {"a": "eA==", "b": "YmVl", "c": "c2Vh"}
+    updated = store.update(sec_rt, {**created, "stringData": {"a": "ay"}}, "default")
+    assert "stringData" not in updated and updated["data"]["a"] == "YXk="

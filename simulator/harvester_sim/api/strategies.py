@@ -9,6 +9,7 @@ custom resources: pruning of unknown fields, defaults and light type validation.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import threading
 import uuid
@@ -606,6 +607,27 @@ def validate_schema(obj: Any, schema: Obj, path: str = "") -> Causes:
     return causes
 
 
+class SecretStrategy(Strategy):
+    """``stringData`` is write-only: its entries are base64-encoded into ``data`` (winning over
+    keys already there) and the field is dropped, as the real Secret registry does."""
+
+    @staticmethod
+    def _merge_string_data(obj: Obj) -> None:
+        string_data = obj.pop("stringData", None)
+        if not string_data:
+            return
+        data = dict(obj.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        self._merge_string_data(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        self._merge_string_data(new)
+
+
 def builtin_strategies() -> dict[tuple[str, str], Strategy]:
     """Strategies by storage key (group, plural)."""
     return {
@@ -613,6 +635,7 @@ def builtin_strategies() -> dict[tuple[str, str], Strategy]:
         ("", "namespaces"): NamespaceStrategy(),
         ("", "services"): ServiceStrategy(),
         ("", "nodes"): NodeStrategy(),
+        ("", "secrets"): SecretStrategy(),
         ("apps", "deployments"): DeploymentStrategy(),
         ("apps", "replicasets"): WorkloadStrategy(replicas=True),
         ("apps", "statefulsets"): WorkloadStrategy(replicas=True),
