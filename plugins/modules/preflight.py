@@ -66,9 +66,10 @@ author:
 """
 
 EXAMPLES = r"""
-- name: What-if, would an upgrade to v1.6.0 pass its checks?
+- name: What-if, would an upgrade to v1.6.0 pass its checks (VMs that cannot migrate restarted)?
   harvester.upgrade.preflight:
     version: v1.6.0
+    restore_vm: true
 
 - name: Initialize the active plan
   harvester.upgrade.preflight:
