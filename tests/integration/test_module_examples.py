@@ -7,14 +7,16 @@ cluster at the point where the example makes sense:
 
 * ``plan`` run (three-node): the lock, the what-if pre-flight, every ``upgrade_plan``
   example, Initialize, abort, and finalize's "clean up after a failed plan";
-* ``journey`` run (three-node): the cluster phases in order (each "active plan" example,
-  then its "named plan, out of order" one, which verifies the completed phase); the
-  inventory plugin's examples (``ansible-inventory --list``) at ``ClusterUpgraded``; the node
-  loop - ``node_info`` and its ``add_host``, then a serial play over the nodes running the
-  step modules' examples in the order the node role runs them (``drain_hook_ack`` await,
-  ``vm_evacuate``, answer, post-drain, ``node_job``, answer, released, ``vm_restore``) on
-  the first node and ``node_cycle``'s on the others; then ImageCleanup and Finalize;
-* ``single`` run (single-node): ``node_cycle``'s single-node example.
+* ``cluster`` run (three-node): the cluster phases in order (each "active plan" example,
+  then its "named plan, out of order" one, which verifies the completed phase), then the
+  inventory plugin's examples (``ansible-inventory --list``) at ``ClusterUpgraded``;
+* ``nodes`` run (three-node brought to ``ClusterUpgraded`` by hand, as
+  test_node_upgrade.py does): ``node_info`` and its ``add_host``, then a serial play over the
+  nodes running the step modules' examples in the order the node role runs them
+  (``drain_hook_ack`` await, ``vm_evacuate``, answer, post-drain, ``node_job``, answer,
+  released, ``vm_restore``) on the first node and ``node_cycle``'s on the others; then
+  ImageCleanup and Finalize;
+* ``single`` run (single-node at ``ClusterUpgraded``): ``node_cycle``'s single-node example.
 
 The few tasks that are not examples (``GLUE``: the named plan the examples refer to,
 ``node_gate`` enter/finish, the post-drain hook) are what the roles do between them. After
@@ -22,13 +24,16 @@ every example task that calls a module of this collection an ``assert`` checks t
 has the keys RETURN documents as always returned (and those for the example's ``step``).
 The plan placeholder of the examples, ``hvst-upgrade-abcde``, is the name of the runs' plan.
 
-Runs are independent and run two at a time; each test waits for its own.
+Runs are independent and run two at a time; each test waits for its own. The module's
+teardown prints each run's duration and the RETURN keys documented as always returned that
+a result lacked (not a failure). ``EXAMPLES_TEST_SPEED`` (default 1000) is the clock speed.
 """
 
 from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import shutil
@@ -313,12 +318,12 @@ def do_plan(run: Run, tmp: Path) -> None:
         run.facts["plan"] = _plan(sim)
 
 
-def do_journey(run: Run, tmp: Path) -> None:
+def do_cluster(run: Run, tmp: Path) -> None:
     from harvester_sim import testing
     with testing.running("three-node", speed=SPEED) as sim:
         if _playbook(run, "cluster", cluster_playbook(), sim, tmp).rc != 0:
             return
-        run.facts["after_cluster"] = _plan(sim)
+        run.facts["plan"] = _plan(sim)
         env = _env(sim)
         for i, doc in enumerate(inventory_examples()):
             where = tmp / f"inventory-{i}"
@@ -328,10 +333,16 @@ def do_journey(run: Run, tmp: Path) -> None:
             inv.write_text(yaml.safe_dump(doc, sort_keys=False))
             _cmd(run, f"inventory-{i}", [str(BIN / "ansible-inventory"), "-i", str(inv),
                                          "--list"], env, where)
+
+
+def do_nodes(run: Run, tmp: Path) -> None:
+    from harvester_sim import testing
+    helpers = _node_upgrade_tests()
+    with testing.running("three-node", speed=SPEED) as sim:
+        helpers.PLAN = PLAN            # at_cluster_upgraded names its plan after this
+        helpers.at_cluster_upgraded(sim)
         _playbook(run, "nodes", node_playbook(), sim, tmp)
         run.facts["plan"] = _plan(sim)
-        run.facts["nodes"] = {n["metadata"]["name"]: n for n in sim.world.client.list(
-            "v1", "Node")}
 
 
 def _node_upgrade_tests() -> Any:
@@ -353,13 +364,15 @@ def do_single(run: Run, tmp: Path) -> None:
     from harvester_sim import testing
     helpers = _node_upgrade_tests()
     with testing.running("single-node", speed=SPEED) as sim:
+        helpers.PLAN = PLAN
         helpers.at_cluster_upgraded(sim, single=True)
         _playbook(run, "single", single_playbook(), sim, tmp)
-        plans = sim.world.client.list(PLAN_API, "UpgradePlan")
-        run.facts["plan"] = plans[0] if plans else None
+        run.facts["plan"] = _plan(sim)
 
 
-RUNS: dict[str, Callable[[Run, Path], None]] = {"journey": do_journey, "plan": do_plan}
+# longest first: two at a time
+RUNS: dict[str, Callable[[Run, Path], None]] = {"nodes": do_nodes, "cluster": do_cluster,
+                                                "plan": do_plan}
 if has_module("node_cycle"):
     RUNS["single"] = do_single
 
@@ -370,6 +383,7 @@ class Pool:
         self.lock = threading.Lock()
         self.futures: dict[str, cf.Future[Run]] = {}
         self.ex = cf.ThreadPoolExecutor(max_workers=2)
+        self.lines: list[str] = []
 
     def _do(self, name: str) -> Run:
         run = Run(name)
@@ -382,13 +396,11 @@ class Pool:
             run.error = f"{type(exc).__name__}: {exc}"
         run.seconds = time.monotonic() - t0
         timings = ", ".join(f"{k} {c.seconds:.0f}s" for k, c in run.cmds.items())
-        missing = sorted({ln.strip().strip('"').split("RETURN-MISSING ", 1)[1]
+        missing = sorted({ln.split("RETURN-MISSING ", 1)[1].strip().strip("'\"")
                           for c in run.cmds.values() for ln in c.output.splitlines()
-                          if "RETURN-MISSING" in ln and not ln.rstrip().endswith("[]")
-                          and "[]\"" not in ln})
-        sys.__stderr__.write(f"\n[examples] run {name}: {run.seconds:.0f}s ({timings})"
-                             + (f"; RETURN keys not returned: {missing}" if missing else "")
-                             + "\n")
+                          if "RETURN-MISSING" in ln and "[]" not in ln})
+        self.lines.append(f"[examples] run {name}: {run.seconds:.0f}s ({timings})"
+                          + (f"; RETURN keys not returned: {missing}" if missing else ""))
         return run
 
     def start_all(self) -> None:
@@ -405,11 +417,16 @@ class Pool:
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[Pool]:
+def runs(request: pytest.FixtureRequest) -> Iterator[Pool]:
     with tempfile.TemporaryDirectory(prefix="harvester-examples-") as base:
         pool = Pool(Path(base))
         yield pool
         pool.ex.shutdown(wait=True)
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        ctx = (capture.global_and_fixture_disabled() if capture is not None
+               else contextlib.nullcontext())
+        with ctx:               # durations, and RETURN keys documented but not returned
+            print("\n" + "\n".join(pool.lines))
 
 
 def plain(value: Any) -> Any:
@@ -461,15 +478,15 @@ def test_plan_examples(runs: Pool) -> None:
 
 
 def test_cluster_phase_examples(runs: Pool) -> None:
-    run = runs.get("journey")
+    run = runs.get("cluster")
     ok(run.cmds.get("cluster"))
-    plan = run.facts["after_cluster"]
+    plan = run.facts["plan"]
     assert plan["status"]["currentPhase"] == "ClusterUpgraded", plan["status"]
 
 
 @pytest.mark.parametrize("index", range(len(inventory_examples())))
 def test_inventory_plugin_examples(runs: Pool, index: int) -> None:
-    run = runs.get("journey")
+    run = runs.get("cluster")
     cmd = run.cmds.get(f"inventory-{index}")
     ok(cmd)
     assert cmd is not None
@@ -487,7 +504,7 @@ def test_inventory_plugin_examples(runs: Pool, index: int) -> None:
 
 
 def test_node_loop_and_cleanup_examples(runs: Pool) -> None:
-    run = runs.get("journey")
+    run = runs.get("nodes")
     ok(run.cmds.get("nodes"))
     plan = run.facts["plan"]
     status = plan["status"]
