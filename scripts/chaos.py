@@ -5,7 +5,8 @@ Each run: start a scenario in ``harvester-sim``, start ``ansible-playbook upgrad
 SIGKILL it (the whole process group) after a random delay, re-run until a run ends by
 itself, then assert: the plan ``Succeeded``; every node was rebooted exactly once; zero
 invariant violations (which covers "every VM that ran at the start runs at the end"); no
-leftover objects labelled with the plan. The random seed is printed; ``--seed`` replays.
+leftover objects labelled with the plan, no finalizer left on it. The random seed is
+printed; ``--seed`` replays.
 
 A scenario whose cluster the pre-flight checks refuse on purpose gets the operator's
 documented overrides (``SCENARIO_VARS``): five-node-mixed carries a degraded Longhorn volume
@@ -93,6 +94,8 @@ def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
         plan = fetch_plan(kubeconfig)
         result["phase"] = (plan or {}).get("status", {}).get("currentPhase")
         result["leftovers"] = leftovers(kubeconfig, plan["metadata"]["name"]) if plan else []
+        if plan and plan["metadata"].get("finalizers"):   # the cleanup ran: none may be left
+            result["leftovers"].append(f"finalizers {plan['metadata']['finalizers']}")
     finally:
         stop_simulator(proc)
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() \

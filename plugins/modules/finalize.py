@@ -68,6 +68,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     lock,
     phase_actions,
     phases,
+    plan_cleanup,
     plan_status,
     plan_writer,
 )
@@ -95,6 +96,10 @@ def main() -> None:
         out["plan"] = writer.name
         if rel == "succeeded":
             out["proceed"] = True
+            # a run killed between Succeeded and dropping the finalizer: drop it now
+            if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):
+                out.update(changed=True, actions=[
+                    f"removed finalizer {plan_cleanup.FINALIZER}"])
             module.exit_json(status="verified", current_phase=current,
                              msg=f"UpgradePlan {writer.name} already Succeeded", **out)
         if rel == "not_reached" and not p["force"]:
@@ -105,6 +110,11 @@ def main() -> None:
                 + "; Finalize runs only after CleanedUp. Run the playbook without --tags to "
                 "continue in order, or set force=true."))
         out["actions"] = phase_actions.cleanup_resources(kube, writer, module.check_mode)
+        # the cleanup ran: deleting the plan later owes nothing. Before Succeeded, so that a
+        # run killed in between finds the plan still active and ends it here again
+        if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):
+            out["actions"].append(f"removed finalizer {plan_cleanup.FINALIZER}")
+            writer.refresh()
         if rel != "failed":
             writer.update(lambda s: plan_status.succeed(s, writer.now(), writer.generation))
         out.update(changed=writer.changed or bool(out["actions"]), status="completed",

@@ -19,8 +19,11 @@ description:
     C(<plan>-restore-vm), regardless of C(spec.restoreVM)), removes the collection's
     C(kubevirt.io/drain) taint from nodes unless Rancher is in the middle of a node (a
     machine-plan Secret carries C(rke.cattle.io/pre-drain)), and marks the plan C(Failed)
-    with condition reason C(Aborted). The plan object is kept (the record); the restore
-    ConfigMap goes with it when it is deleted (ownerReference).
+    with condition reason C(Aborted). The plan object is kept (the record) and loses the
+    collection's finalizer C(harvester-upgrade.harvesterhci.io/cleanup) (its cleanup ran);
+    the restore ConfigMap goes with it when it is deleted (ownerReference). A plan deleted
+    with C(kubectl delete) (kept C(Terminating) by that finalizer) is cleaned up the same way
+    and then goes away.
   - Idempotent; an already Succeeded plan is not touched, an aborted/failed one is cleaned
     up again.
 options:
@@ -75,15 +78,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
-    node_order,
-    node_steps,
-    phase_actions,
     phases,
-    plan_status,
+    plan_cleanup,
     plan_writer,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_kube as nk,
@@ -93,8 +90,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
     Kube,
 )
 
-HARD = {"ClusterUpgrading": "the cluster is being upgraded",
-        "NodeUpgrading": "nodes are being upgraded"}
+HARD = plan_cleanup.HARD
 
 
 def _pick(kube: Kube, name: str | None) -> dict[str, Any] | None:
@@ -104,12 +100,6 @@ def _pick(kube: Kube, name: str | None) -> dict[str, Any] | None:
         plans.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
         plan = plans[-1] if plans else None
     return plan
-
-
-def rancher_mid_node(kube: Kube) -> list[str]:
-    secrets = kube.list("v1", "Secret", namespace=c.FLEET_NS) or []
-    return [s["metadata"]["name"] for s in secrets
-            if node_order.PRE_DRAIN in ((s.get("metadata") or {}).get("annotations") or {})]
 
 
 def main() -> None:
@@ -127,8 +117,11 @@ def main() -> None:
         name = plan["metadata"]["name"]
         current = (plan.get("status") or {}).get("currentPhase")
         if current == phases.SUCCEEDED:
-            module.exit_json(changed=False, plan=name, actions=[],
-                             msg=f"UpgradePlan {name} already Succeeded; nothing to abort")
+            # nothing to abort; a finalizer left by a run killed after Succeeded goes
+            gone = plan_cleanup.remove_finalizer(kube, name, module.check_mode)
+            module.exit_json(changed=gone, plan=name, actions=[
+                f"removed finalizer {plan_cleanup.FINALIZER}"] if gone else [],
+                msg=f"UpgradePlan {name} already Succeeded; nothing to abort")
         if current in HARD and not p["force"]:
             module.fail_json(plan=name, actions=[], msg=(
                 f"cannot abort UpgradePlan {name} while {HARD[current]} ({current}): the "
@@ -136,43 +129,9 @@ def main() -> None:
                 "upgrade_abort_force=true (force) to abort anyway - the cluster may be left "
                 "at mixed versions and Rancher keeps upgrading the remaining nodes"))
         lock.hold(kube, module)
-        writer = plan_writer.PlanWriter(kube, plan, module.check_mode)
-        actions += phase_actions.cleanup_resources(kube, writer, module.check_mode)
-        # VMs the collection shut down, and its drain taint
-        nkube = nk.Kube(kube.dyn, check_mode=module.check_mode)
-        nwriter = nk.PlanWriter(nkube, plan)
-        cm = kube.get("v1", "ConfigMap", f"{name}-restore-vm", c.UPGRADE_NS) or {}
-        for node in sorted((cm.get("data") or {})):
-            if module.check_mode:
-                actions.append(f"would restore VMs of {node}")
-                continue
-            res = node_steps.restore_vms(nkube, nwriter, node, timeout=p["restore_timeout"],
-                                         force=True)
-            if res.get("restored") or res.get("failed"):
-                actions.append(f"restore VMs of {node}: {len(res.get('restored') or [])} "
-                               f"started, failed: {res.get('failed') or []}")
-        busy = rancher_mid_node(kube)
-        for node in kube.list(*c.NODE):
-            n = node["metadata"]["name"]
-            if any(t.get("key") == "kubevirt.io/drain"
-                   for t in (node.get("spec") or {}).get("taints") or []):
-                if busy:
-                    actions.append(f"left the kubevirt.io/drain taint on {n}: Rancher is "
-                                   f"mid-node ({', '.join(busy)} has pre-drain)")
-                elif node_steps.untaint_node(nkube, n):
-                    actions.append(f"{'would remove' if module.check_mode else 'removed'} "
-                                   f"the kubevirt.io/drain taint from {n}")
         msg = f"Aborted: {p['reason']}" + (f" (forced in {current})" if current in HARD else "")
-
-        def abort(s: dict[str, Any]) -> list[Any]:
-            events = plan_status.fail(s, msg, writer.now(), writer.generation)
-            plan_status.set_condition(s, plan_status.COND_PROGRESSING, "False", "Aborted", msg,
-                                      writer.now(), writer.generation)
-            return events
-
-        if current != phases.FAILED:
-            writer.update(abort)
-            actions.append(f"marked UpgradePlan {name} Failed (Aborted)")
+        actions += plan_cleanup.abort(kube, plan, msg, check_mode=module.check_mode,
+                                      restore_timeout=p["restore_timeout"])
         module.exit_json(changed=bool(actions), plan=name, actions=actions,
                          msg=f"UpgradePlan {name}: {msg}; {len(actions)} actions")
     except (ApiError, plan_writer.PlanError, nk.NodeLoopError) as exc:

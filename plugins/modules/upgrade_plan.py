@@ -147,9 +147,18 @@ created:
   returned: always
   type: bool
 up_to_date:
-  description: C(ensure) found no newer Version and created nothing.
+  description: C(ensure) found no newer Version and created nothing, or finished the
+    deletion of plans deleted with C(kubectl delete) (see RV(deleted)); either way nothing
+    else is to be done in this run.
   returned: always
   type: bool
+deleted:
+  description: Plans that had been deleted (C(Terminating), held by the collection's finalizer
+    C(harvester-upgrade.harvesterhci.io/cleanup)) and that C(ensure) cleaned up as
+    upgrade-toolkit's finalizer does, then let go.
+  returned: when a deleted plan was found
+  type: list
+  elements: str
 version:
   description: Target version of the plan.
   returned: when known
@@ -185,6 +194,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     manifests,
     phase_actions,
     phases,
+    plan_cleanup,
     plan_input,
     plan_status,
     plan_writer,
@@ -225,6 +235,29 @@ def describe(plan: dict[str, Any] | None) -> dict[str, Any]:
             "version": (plan.get("spec") or {}).get("version")}
 
 
+def finish_deleted(module: AnsibleModule, kube: Kube, deleted: list[dict[str, Any]],
+                   result: dict[str, Any]) -> dict[str, Any]:
+    """Plans deleted (``kubectl delete``) whose cleanup is owed: do what the toolkit's
+    controller does on deletion (plan_cleanup), then stop this run; nothing new is created
+    (a later run starts a new upgrade). A plan deleted mid cluster/node upgrade is refused as
+    the toolkit refuses it."""
+    for plan in deleted:
+        refused = plan_cleanup.deletion_refused(plan)
+        if refused:
+            module.fail_json(msg=refused, plan=plan["metadata"]["name"])
+    lock.hold(kube, module)
+    actions: list[str] = []
+    names = []
+    for plan in deleted:
+        names.append(plan["metadata"]["name"])
+        actions += plan_cleanup.finish_deletion(kube, plan, check_mode=module.check_mode)
+    return {**result, "plan": None, "up_to_date": True, "deleted": names, "changed": True,
+            "actions": actions,
+            "msg": (f"UpgradePlan {', '.join(names)} was deleted: cleaned up as upgrade-toolkit's "
+                    f"finalizer does ({len(actions)} actions: {'; '.join(actions)}); nothing "
+                    "else is done in this run, run again to start a new upgrade")}
+
+
 def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     p = module.params
     result: dict[str, Any] = {"created": False, "up_to_date": False, "changed": False}
@@ -233,6 +266,9 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     except plan_input.InputError as exc:
         module.fail_json(msg=str(exc))
     plans = plan_writer.list_plans(kube)
+    deleted = [x for x in plans if plan_cleanup.being_deleted(x)]
+    if deleted:   # kubectl delete upgradeplan: the toolkit's finalizer cleanup, then stop
+        return finish_deleted(module, kube, deleted, result)
     active = plan_writer.find_active(kube, plans)
     if active is not None:
         name = active["metadata"]["name"]
@@ -242,7 +278,9 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
             module.fail_json(msg=f'another upgrade "{name}" is in progress'
                              + (f" (to {have})" if have else ""), plan=name)
         lock.hold(kube, module)   # a second run stops here, naming the holder
-        return {**result, **describe(active), "msg": f"adopted active UpgradePlan {name}"}
+        changed = plan_cleanup.add_finalizer(kube, active, module.check_mode)
+        return {**result, **describe(active), "changed": changed,
+                "msg": f"adopted active UpgradePlan {name}"}
     try:
         plan_input.new_plan_request(kube, p, running)
     except plan_input.InputError as exc:
@@ -264,6 +302,8 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         if current:
             module.fail_json(msg=f"UpgradePlan {p['name']} already ran and is {current}; "
                              "choose another name (or none) for a new plan")
+        plan_cleanup.add_finalizer(kube, existing, module.check_mode)
+        existing = plan_writer.resolve(kube, p["name"]) or existing
         writer = plan_writer.PlanWriter(kube, existing, module.check_mode)
         writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
         return {**result, **describe(writer.plan), "changed": True,

@@ -13,7 +13,8 @@ PLAN_KIND = "UpgradePlan"
 PLAN_PLURAL = "upgradeplans"
 PLAN_CRD_NAME = "upgradeplans.management.harvesterhci.io"
 PLAN_GENERATE_NAME = "hvst-upgrade-"
-PLAN_FINALIZER = "management.harvesterhci.io/upgradeplan-cleanup"
+# Kept on a plan until its cleanup ran (Finalize or an abort); see plan_cleanup.
+PLAN_FINALIZER = "harvester-upgrade.harvesterhci.io/cleanup"
 
 # --- other kinds (api_version, kind) -------------------------------------------------------
 VERSION = ("harvesterhci.io/v1beta1", "Version")

@@ -72,6 +72,8 @@ def upgrade_plan(name: str | None, spec: dict[str, Any],
                  annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A new UpgradePlan (``generateName: hvst-upgrade-`` when no name is given)."""
     meta: dict[str, Any] = {"name": name} if name else {"generateName": c.PLAN_GENERATE_NAME}
+    # the cleanup is owed until Finalize or an abort ran it (plan_cleanup)
+    meta["finalizers"] = [c.PLAN_FINALIZER]
     if annotations:
         meta["annotations"] = dict(annotations)
     return {"apiVersion": c.PLAN_API_VERSION, "kind": c.PLAN_KIND, "metadata": meta,
