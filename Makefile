@@ -50,11 +50,17 @@ test-unit: venv
 test-integration: venv
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
-# ruff on all Python, ansible-lint (production profile) on roles/playbooks, changelog lint.
+# Every quality gate `make test` does not run (docs/quality-gates.md): ruff on all Python,
+# ansible-lint (production profile), changelog lint, then ansible-test sanity, galaxy-importer
+# and molecule for every role. Offline; each step says how long it took; stops at the first
+# failing gate.
 lint: venv
-	$(BIN)/ruff check .
-	bash scripts/ansible_lint.sh
-	bash scripts/changelog.sh lint
+	@bash scripts/timed.sh ruff $(BIN)/ruff check .
+	@bash scripts/timed.sh ansible-lint bash scripts/ansible_lint.sh
+	@bash scripts/timed.sh changelog-lint bash scripts/changelog.sh lint
+	@bash scripts/timed.sh sanity $(MAKE) --no-print-directory sanity
+	@bash scripts/timed.sh importer $(MAKE) --no-print-directory importer
+	@bash scripts/timed.sh molecule $(MAKE) --no-print-directory molecule
 
 # ansible-test sanity on a copy of the built collection (offline, --local).
 sanity: venv

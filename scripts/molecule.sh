@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # molecule test for the roles, each scenario against its own simulated cluster
-# (molecule/shared/create.yml starts `harvester-sim serve --scenario three-node --speed 100`,
+# (molecule/shared/create.yml starts `harvester-sim serve --scenario three-node --speed 1000`,
 # destroy.yml stops it). Default driver, no containers.
 #   bash scripts/molecule.sh [scenario...]      (default: every molecule/*/molecule.yml)
 # HARVESTER_SIM_SCENARIO / HARVESTER_SIM_SPEED change the simulated cluster.
