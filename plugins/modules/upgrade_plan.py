@@ -235,6 +235,18 @@ def describe(plan: dict[str, Any] | None) -> dict[str, Any]:
             "version": (plan.get("spec") or {}).get("version")}
 
 
+def uninitialized(plans: list[dict[str, Any]], version: str | None, image: str | None
+                  ) -> dict[str, Any] | None:
+    """The newest plan that has no phase yet (and asks for ``version``/``image`` if given)."""
+    found = [x for x in plans
+             if not (x.get("status") or {}).get("currentPhase")
+             and not (x.get("metadata") or {}).get("deletionTimestamp")
+             and (not version or (x.get("spec") or {}).get("version") == version)
+             and (not image or (x.get("spec") or {}).get("image") == image)]
+    found.sort(key=lambda x: str((x.get("metadata") or {}).get("creationTimestamp") or ""))
+    return found[-1] if found else None
+
+
 def finish_deleted(module: AnsibleModule, kube: Kube, deleted: list[dict[str, Any]],
                    result: dict[str, Any]) -> dict[str, Any]:
     """Plans deleted (``kubectl delete``) whose cleanup is owed: do what the toolkit's
@@ -287,6 +299,10 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         module.fail_json(msg=str(exc))
     existing = next((x for x in plans if p.get("name") and x["metadata"]["name"] == p["name"]),
                     None)
+    if existing is None and not p.get("name"):
+        # a plan created but never initialized (a run killed right after creating it, or one a
+        # user created for the toolkit): adopt it rather than create a second one
+        existing = uninitialized(plans, p.get("version"), p.get("image"))
     version = p.get("version")
     if not version and not p.get("image") and existing is None:
         # nothing asked: the newest Version newer than the running release, if any
@@ -302,12 +318,13 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         if current:
             module.fail_json(msg=f"UpgradePlan {p['name']} already ran and is {current}; "
                              "choose another name (or none) for a new plan")
+        name = existing["metadata"]["name"]
         plan_cleanup.add_finalizer(kube, existing, module.check_mode)
-        existing = plan_writer.resolve(kube, p["name"]) or existing
+        existing = plan_writer.resolve(kube, name) or existing
         writer = plan_writer.PlanWriter(kube, existing, module.check_mode)
         writer.update(lambda s: plan_status.initialize(s, writer.now(), writer.generation))
         return {**result, **describe(writer.plan), "changed": True,
-                "msg": f"initialized UpgradePlan {p['name']}"}
+                "msg": f"initialized UpgradePlan {name}"}
     spec = manifests.plan_spec(version, p.get("image"), p.get("toolkit_tag"),
                                p.get("image_preload_concurrency"), p["pause_nodes"],
                                p["restore_vm"], p["force"])

@@ -142,3 +142,35 @@ def test_a_node_is_done_only_when_rancher_let_go_of_it(state: str, ann: dict[str
     release = {"os": "Harvester v1.6.0", "kubernetes": "v1.32.4+rke2r1"}
     info = {"osImage": "Harvester v1.6.0", "kubeletVersion": "v1.32.4+rke2r1"}
     assert no.is_upgraded(state, info, release, ann) is upgraded
+
+
+def _plan(states: dict[str, str]) -> dict[str, Any]:
+    return {"status": {"nodeUpgradeStatuses": {n: {"state": s} for n, s in states.items()},
+                       "releaseMetadata": {"os": "Harvester v1.6.0",
+                                           "kubernetes": "v1.32.4+rke2r1"}}}
+
+
+def test_restore_only_node_is_finished_whatever_rancher_does_next() -> None:
+    """A run killed after Rancher released a node but before its stopped VMs were restored:
+    the node is still to do (restore), though Rancher already asks for the next node -- or for
+    none, after the last one. The batch gate must let the play finish it, not refuse it as
+    the wrong node (seen in the chaos analysis: every re-run failed)."""
+    nodes, machines = five_node()
+    order = ["node-c", "node-b", "node-a", "node-e", "node-d"]
+    # node-c released; Rancher set pre-drain on node-b (not answered yet)
+    plan = _plan({"node-c": "PostDrained"})
+    secrets = [secret("custom-aa", {no.PRE_DRAIN: "D"})]
+    facts = no.node_facts(nodes, machines, secrets, plan=plan)
+    d = no.batch_decision(facts, ["node-c"], {"node-b": None}, {"node-c"})
+    assert d["todo"] == ["node-c"] and d["restore_only"] == ["node-c"] and not d["wrong"], d
+    # without VMs to restore node-c is done and the batch is skipped
+    d = no.batch_decision(facts, ["node-c"], {"node-b": None}, set())
+    assert d["done"] == ["node-c"] and d["todo"] == [] and not d["wrong"], d
+    # a batch on a node Rancher is not asking for is still refused
+    d = no.batch_decision(facts, ["node-a"], {"node-b": None}, set())
+    assert d["wrong"] and d["expected"] == ["node-b"], d
+    # the last node: everything upgraded, Rancher asks for nobody, its VMs still stopped
+    plan = _plan(dict.fromkeys(order, "PostDrained"))
+    facts = no.node_facts(nodes, machines, [], plan=plan)
+    d = no.batch_decision(facts, ["node-d"], {}, {"node-d"})
+    assert d["todo"] == ["node-d"] and d["expected"] == [] and not d["wrong"], d

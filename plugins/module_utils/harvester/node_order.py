@@ -201,6 +201,28 @@ def expected_nodes(facts: list[dict[str, Any]], answered: dict[str, str | None],
     return pending[:max(1, count)], "next not-yet-upgraded node in Rancher's order"
 
 
+def batch_decision(facts: list[dict[str, Any]], batch: list[str],
+                   answered: dict[str, str | None], restore_pending: set[str] | frozenset[str]
+                   ) -> dict[str, Any]:
+    """Which of the play batch's nodes still need work, and whether Rancher agrees.
+
+    ``done``: upgraded and no VM of theirs waits for restore. ``restore_only``: upgraded (Rancher
+    released them) but some VM the collection stopped for them is still stopped -- a run killed
+    between the release and the restore; finishing them needs nothing from Rancher, which may
+    already be on the next node (or on none, after the last one). ``todo``: the rest of the
+    batch, ``restore_only`` included. ``wrong``: the nodes that need Rancher are not the ones
+    Rancher is asking for (``expected``, ``why``)."""
+    by_name = {f["name"]: f for f in facts}
+    restore_only = [n for n in batch if by_name[n]["upgraded"] and n in restore_pending]
+    done = [n for n in batch if by_name[n]["upgraded"] and n not in restore_pending]
+    todo = [n for n in batch if n not in done]
+    rancher_todo = [n for n in todo if n not in restore_only]
+    expected, why = expected_nodes(facts, answered, count=max(1, len(rancher_todo)))
+    return {"todo": todo, "done": done, "restore_only": restore_only, "expected": expected,
+            "why": why, "wrong": bool(rancher_todo) and not set(rancher_todo) & set(expected),
+            "rancher_todo": rancher_todo}
+
+
 def groups_for(fact: dict[str, Any]) -> list[str]:
     groups = ["harvester_nodes"]
     for role in fact.get("roles") or []:

@@ -148,16 +148,17 @@ def gate(kube: Kube, writer: PlanWriter, batch: list[str], node: str | None = No
     facts = cluster_facts(kube, plan)
     pre_hook, _post_hook = hook_names(kube)
     answered = _answered(kube, facts, pre_hook)
-    done = [n for n in batch
-            if fact_for(facts, n)["upgraded"] and not restore_pending(kube, writer, n)]
-    todo = [n for n in batch if n not in done]
-    expected, why = no.expected_nodes(facts, answered, count=max(1, len(todo)))
-    if todo and not set(todo) & set(expected):
+    pending = {n for n in batch
+               if fact_for(facts, n)["upgraded"] and restore_pending(kube, writer, n)}
+    d = no.batch_decision(facts, batch, answered, pending)
+    if d["wrong"]:
         raise NodeLoopError(
-            f"Rancher is upgrading {', '.join(expected)} ({why}) but this batch of the play is "
-            f"on {', '.join(todo)}; refusing to act on the wrong node. Check the inventory "
-            "order (use the harvester.upgrade.nodes inventory or no inventory at all)")
-    return {"todo": todo, "done": done, "expected": expected, "why": why}
+            f"Rancher is upgrading {', '.join(d['expected']) or 'no node'} ({d['why']}) but "
+            f"this batch of the play is on {', '.join(d['rancher_todo'])}; refusing to act on "
+            "the wrong node. Check the inventory order (use the harvester.upgrade.nodes "
+            "inventory or no inventory at all)")
+    return {"todo": d["todo"], "done": d["done"], "expected": d["expected"], "why": d["why"],
+            "restore_only": d["restore_only"]}
 
 
 def _answered(kube: Kube, facts: list[dict[str, Any]], pre_hook: str) -> dict[str, str | None]:

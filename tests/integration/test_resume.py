@@ -1,0 +1,54 @@
+"""Resume windows found by reading the chaos runs (``scripts/chaos.py``) that are too narrow
+for random kills to hit often: each test recreates the cluster state a SIGKILL at that moment
+leaves behind and checks the next run continues from it without redoing or skipping work.
+
+(The node loop's windows are unit-tested on the pure decision: ``tests/unit/test_node_order.py``
+``test_restore_only_node_is_finished_whatever_rancher_does_next``.)"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("harvester_sim")
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN_API = "management.harvesterhci.io/v1beta1"
+FINALIZER = "harvester-upgrade.harvesterhci.io/cleanup"
+
+pytestmark = [pytest.mark.timeout(600)]
+
+
+def test_plan_created_but_never_initialized_is_adopted(simulator: Any, playbook: Any) -> None:
+    """Killed between creating the UpgradePlan and writing its first status: the re-run adopts
+    that plan (no second plan, no plan left behind without a status)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import crd
+
+    sim = simulator("three-node", speed=200)
+    c = sim.world.client
+    c.create(crd.definition())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:   # the CRD is served once established
+        try:
+            c.list(PLAN_API, "UpgradePlan")
+            break
+        except Exception:  # noqa: BLE001 - not served yet
+            time.sleep(0.05)
+    left = c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan",
+                     "metadata": {"generateName": "hvst-upgrade-", "finalizers": [FINALIZER]},
+                     "spec": {"version": "v1.6.0", "imagePreloadOption": {},
+                              "nodeUpgradeOption": {}, "restoreVM": True}})
+    name = left["metadata"]["name"]
+    res = playbook(sim, "upgrade.yml", tags="preflight,iso_download", timeout=300)
+    assert res.rc == 0, str(res)
+    plans = list(c.list(PLAN_API, "UpgradePlan"))
+    assert [p["metadata"]["name"] for p in plans] == [name], [p["metadata"] for p in plans]
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "ISODownloaded", st
+    assert f"initialized UpgradePlan {name}" in res.output, str(res)
