@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: venv upgrade test test-sim test-unit test-integration lint sanity importer changelog \
-	ee-context molecule build bench chaos clean
+	ee-context molecule build bench chaos faults clean
 
 venv: $(STAMP) $(COLLECTION_LINK)
 
@@ -87,6 +87,11 @@ bench: venv
 
 chaos: venv
 	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50}
+
+# Every fault kind end to end, the extra ones (not in make test) included.
+faults: venv
+	HARVESTER_FAULTS_ALL=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 1800 \
+		tests/integration/test_faults.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf build out ansible_collections .pytest_cache
