@@ -138,7 +138,7 @@ def test_host_vars_are_local_and_prefixed() -> None:
     ("", {no.PRE_DRAIN: "3"}, False),                # ... but Rancher is draining it again
 ])
 def test_a_node_is_done_only_when_rancher_let_go_of_it(state: str, ann: dict[str, str],
-                                                        upgraded: bool) -> None:
+                                                       upgraded: bool) -> None:
     release = {"os": "Harvester v1.6.0", "kubernetes": "v1.32.4+rke2r1"}
     info = {"osImage": "Harvester v1.6.0", "kubeletVersion": "v1.32.4+rke2r1"}
     assert no.is_upgraded(state, info, release, ann) is upgraded

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make lint`: every quality gate `make test` does not run, one after the other, each timed
+# (docs/quality-gates.md). A failing gate does not stop the others; the summary at the end
+# lists each gate's result and duration, and the exit status is non-zero if any failed.
+#   bash scripts/lint.sh [gate...]    gates: ruff ansible-lint changelog sanity importer molecule
+# Offline except for the first ansible-test sanity on a machine (it fills its virtualenvs
+# from the package index; scripts/sanity.sh).
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="${VENV_BIN:-$ROOT/.venv/bin}"
+cd "$ROOT"
+export PATH="$BIN:$PATH"
+gates=("$@")
+[[ ${#gates[@]} -eq 0 ]] && gates=(ruff ansible-lint changelog sanity importer molecule)
+
+run_gate() {
+  case "$1" in
+    ruff) "$BIN/ruff" check . ;;
+    ansible-lint) bash scripts/ansible_lint.sh ;;
+    changelog) bash scripts/changelog.sh lint ;;
+    sanity) bash scripts/sanity.sh ;;
+    importer) bash scripts/galaxy_importer.sh ;;
+    molecule) bash scripts/molecule.sh ;;
+    *) echo "unknown gate $1" >&2; return 2 ;;
+  esac
+}
+
+summary=()
+rc=0
+total=$SECONDS
+for gate in "${gates[@]}"; do
+  echo "== $gate"
+  start=$SECONDS
+  if run_gate "$gate"; then
+    summary+=("$(printf '%-13s passed  %5d s' "$gate" $((SECONDS - start)))")
+  else
+    summary+=("$(printf '%-13s FAILED  %5d s' "$gate" $((SECONDS - start)))"); rc=1
+  fi
+done
+echo
+echo "== make lint summary"
+printf '%s\n' "${summary[@]}"
+printf '%-13s %s  %5d s\n' total "$([[ $rc -eq 0 ]] && echo passed || echo FAILED)" $((SECONDS - total))
+exit $rc
