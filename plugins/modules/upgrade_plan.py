@@ -273,6 +273,12 @@ def finish_deleted(module: AnsibleModule, kube: Kube, deleted: list[dict[str, An
 def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     p = module.params
     result: dict[str, Any] = {"created": False, "up_to_date": False, "changed": False}
+    # The first module of a run: re-read discovery. The client's discovery cache is a file
+    # keyed by server address and OS user only, so it may describe another cluster that was
+    # at this address before (a tunnel, a recreated cluster, a simulator on a reused port), or
+    # this one before a CRD was removed: UpgradePlans would look served and creating one fail
+    # with 404 (seen in CI: Initialize failed after 2 s under the ServiceAccount).
+    kube.invalidate()
     try:   # validate before writing anything (no CRD install on a non-Harvester cluster)
         running = plan_input.harvester_cluster(kube)
     except plan_input.InputError as exc:

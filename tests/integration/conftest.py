@@ -52,6 +52,14 @@ def run_playbook(sim: Any, playbook: str = "upgrade.yml", *args: str,
     full_env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
     full_env["PATH"] = f"{BIN}:{full_env.get('PATH', '')}"
     full_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
+    # kubernetes.core keeps its discovery cache in $TMPDIR/k8srcp-<sha of host+user>.json:
+    # without a TMPDIR of its own, a simulator on a port an earlier one used reads that one's
+    # discovery (e.g. an UpgradePlan CRD it does not have yet)
+    kubeconfig = Path(str(sim.env.get("KUBECONFIG", ""))) if getattr(sim, "env", None) else None
+    if kubeconfig and kubeconfig.parent.is_dir():
+        tmp = kubeconfig.parent / "tmp"
+        tmp.mkdir(exist_ok=True)
+        full_env["TMPDIR"] = str(tmp)
     if env:
         full_env.update(env)
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True,

@@ -52,3 +52,25 @@ def test_plan_created_but_never_initialized_is_adopted(simulator: Any, playbook:
     st = plans[0].get("status") or {}
     assert st.get("currentPhase") == "ISODownloaded", st
     assert f"initialized UpgradePlan {name}" in res.output, str(res)
+
+
+def test_a_cluster_where_another_one_was_before_is_discovered_afresh(
+        playbook: Any, tmp_path: Path) -> None:
+    """kubernetes.core caches discovery in $TMPDIR keyed by server address and OS user: a
+    cluster on an address an earlier one used (a tunnel, a recreated cluster; here a simulator
+    on a reused port) read the earlier one's discovery, UpgradePlans looked served and
+    creating the plan failed with 404 ("Initialize stopped after 2s" in CI, under the
+    ServiceAccount). upgrade_plan ensure now re-reads discovery first."""
+    import socket
+
+    from harvester_sim import testing
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shared = {"TMPDIR": str(tmp_path)}   # one discovery cache for both, as outside the tests
+    for attempt in ("first", "second"):
+        with testing.running("three-node", speed=200, port=port) as sim:
+            res = playbook(sim, "upgrade.yml", tags="preflight", env=shared, timeout=300,
+                           extra_vars={"preflight_what_if": False})
+            assert res.rc == 0, f"{attempt} cluster on port {port}\n{res}"
+            assert len(list(sim.world.client.list(PLAN_API, "UpgradePlan"))) == 1
