@@ -127,7 +127,7 @@ class Ex:
     index: int
 
 
-USED: set[Ex] = set()      # every example some run uses (checked by test_every_example_runs)
+USED: set[Ex] = set()      # every example some run uses (checked by test_every_example_is_placed)
 
 
 def expand(items: list[Ex | dict[str, Any]]) -> list[dict[str, Any]]:

@@ -87,8 +87,8 @@ def test_whole_upgrade_in_node_mode(simulator: Any) -> None:
     report = rep.build(sim.world)
     assert report["invariant_violations"] == [], report["invariant_violations"]
     rel = plan["status"]["releaseMetadata"]
-    for name, n in {n["metadata"]["name"]: n for n in sim.world.client.list("v1",
-                                                                             "Node")}.items():
+    nodes = sim.world.client.list("v1", "Node")
+    for name, n in {n["metadata"]["name"]: n for n in nodes}.items():
         assert n["status"]["nodeInfo"]["osImage"] == rel["os"], name
         assert not n["spec"].get("unschedulable"), name
     assert _reboots(report) == {n: 1 for n in order}, _reboots(report)
