@@ -11,7 +11,10 @@ printed; ``--seed`` replays.
 A scenario whose cluster the pre-flight checks refuse on purpose gets the operator's
 documented overrides (``SCENARIO_VARS``): five-node-mixed carries a degraded Longhorn volume
 (the node loop's volume-safety wait handles it) and a detached single-replica volume.
-``--extra-vars JSON`` adds variables for every scenario.
+``--extra-vars JSON`` adds variables for every scenario. ``--mode milestone`` kills a few
+seconds after the plan reaches a random phase or node state instead of after a random delay:
+re-verifying the finished phases takes a re-run its first half minute, so random delays of
+at most 40 s rarely reach the later nodes, the restore or Finalize.
 """
 
 from __future__ import annotations
@@ -62,9 +65,53 @@ def leftovers(kubeconfig: Path, plan: str) -> list[str]:
     return found
 
 
+PHASE_MILESTONES = ("ISODownloading", "RepoCreating", "MetadataPopulating", "ImagePreloading",
+                    "ClusterUpgrading", "NodeUpgrading", "NodeUpgraded", "CleaningUp")
+NODE_MILESTONES = ("PreDraining", "PreDrained", "PostDraining", "WaitingReboot", "PostDrained")
+
+
+def reached(plan: dict[str, Any] | None) -> set[str]:
+    """Progress marks the plan shows: phases entered and ``node:state`` pairs."""
+    st = (plan or {}).get("status") or {}
+    marks = {p.get("phase", "") for p in st.get("phaseTransitionTimestamps") or []}
+    marks.add(st.get("currentPhase") or "")
+    for node, v in (st.get("nodeUpgradeStatuses") or {}).items():
+        state = (v or {}).get("state") or ""
+        if state in NODE_MILESTONES:
+            marks.update(f"{node}:{s}" for s in NODE_MILESTONES[:NODE_MILESTONES.index(state) + 1])
+    return marks
+
+
+def pick_milestone(kubeconfig: Path, rng: random.Random) -> str | None:
+    """A progress mark the plan has not reached yet (random), so that kills land all along
+    the upgrade, not only in its first minute."""
+    from kubernetes import client, config
+    api = config.new_client_from_config(str(kubeconfig))
+    nodes = [n.metadata.name for n in client.CoreV1Api(api).list_node().items]
+    done = reached(fetch_plan(kubeconfig))
+    todo = [m for m in (*PHASE_MILESTONES, *(f"{n}:{s}" for n in nodes for s in NODE_MILESTONES))
+            if m not in done]
+    return rng.choice(todo) if todo else None
+
+
+def wait_milestone(play: subprocess.Popen[bytes], kubeconfig: Path, mark: str,
+                   delay: float) -> bool:
+    """True once ``mark`` was reached and ``delay`` more seconds passed with the run still
+    going (then it is killed); False when the run ended first."""
+    while play.poll() is None:
+        try:
+            if mark in reached(fetch_plan(kubeconfig)):
+                time.sleep(delay)
+                return play.poll() is None
+        except Exception:  # noqa: BLE001 - CRD not there yet, API busy: look again
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
             max_attempts: int, kill_window: tuple[float, float],
-            extra_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+            extra_vars: dict[str, Any] | None = None, mode: str = "time") -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     proc, kubeconfig = start_simulator(scenario, speed, out, rng.randrange(1 << 30), [])
     result: dict[str, Any] = {"scenario": scenario, "kills": [], "attempts": 0}
@@ -81,8 +128,19 @@ def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
             log = open(out / f"attempt-{attempt}.log", "wb")  # noqa: SIM115
             play = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
-            kill_at = rng.uniform(*kill_window) if attempt < max_attempts - 1 and \
-                len(result["kills"]) < 3 else None
+            may_kill = attempt < max_attempts - 1 and len(result["kills"]) < 3
+            if mode == "milestone" and may_kill:
+                t0 = time.monotonic()
+                mark = pick_milestone(kubeconfig, rng)
+                delay = rng.uniform(0.0, 3.0)
+                if mark and wait_milestone(play, kubeconfig, mark, delay):
+                    os.killpg(play.pid, signal.SIGKILL)
+                    play.wait()
+                    result["kills"].append(f"{mark}+{delay:.1f}s@{time.monotonic() - t0:.0f}s")
+                    continue
+                rc = play.wait()
+                break
+            kill_at = rng.uniform(*kill_window) if may_kill else None
             try:
                 rc = play.wait(timeout=kill_at)
                 break
@@ -127,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-max", type=float, default=40.0)
     ap.add_argument("--out", default="out/chaos")
     ap.add_argument("--extra-vars", default="{}", help="JSON: variables for every run")
+    ap.add_argument("--mode", choices=["time", "milestone"], default="time",
+                    help="time: kill after a random delay in [kill-min, kill-max]; milestone: "
+                    "kill 0-3 s after the plan reaches a random phase or node state not yet "
+                    "reached (covers the whole upgrade, not only its first minute)")
     args = ap.parse_args(argv)
     extra_vars = json.loads(args.extra_vars)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
@@ -138,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         sc = scenarios[i % len(scenarios)]
         res = one_run(sc, args.speed, rng, ROOT / args.out / f"run-{i}", args.max_attempts,
-                      (args.kill_min, args.kill_max), extra_vars)
+                      (args.kill_min, args.kill_max), extra_vars, args.mode)
         ok = not res["problems"]
         failures += 0 if ok else 1
         print(f"run {i + 1}/{args.runs} {sc}: {'ok' if ok else 'FAIL'} kills={res['kills']} "
