@@ -286,7 +286,8 @@ def main() -> None:
         auth = {k: p[k] for k in node_module.AUTH_ARG_SPEC if p.get(k) is not None}
         warn_insecure(module, auth)
         kube = node_cycle.CycleKube.from_options(**auth)  # type: ignore[assignment]
-        assert kube is not None
+        if kube is None:   # for the type checker: from_options always returns a client
+            raise NodeLoopError("could not build a Kubernetes client")
         kube.check_mode = module.check_mode
         try:
             writer = PlanWriter(kube, find_plan(kube, p.get("plan")))
@@ -297,7 +298,8 @@ def main() -> None:
             module.exit_json(changed=False, skipped=True, done=False, paused=False,
                              passed=False, status="no_plan",
                              msg=f"{exc}: NodeUpgrade has nothing to do", **extra())
-        assert writer is not None
+        if writer is None:   # exit_json above does not return
+            raise NodeLoopError("no UpgradePlan to work on")
         result = node_cycle.run_cycle(kube, writer, params, cycle)
     except WaitTimeout as exc:
         module.fail_json(msg=str(exc), awaited=exc.what, last_seen=exc.last_seen, **extra())
