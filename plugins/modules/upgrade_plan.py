@@ -144,13 +144,13 @@ upgradeplan:
   type: dict
 created:
   description: Whether C(ensure) created the plan.
-  returned: always
+  returned: I(action=ensure)
   type: bool
 up_to_date:
   description: C(ensure) found no newer Version and created nothing, or finished the
     deletion of plans deleted with C(kubectl delete) (see RV(deleted)); either way nothing
     else is to be done in this run.
-  returned: always
+  returned: I(action=ensure)
   type: bool
 deleted:
   description: Plans that had been deleted (C(Terminating), held by the collection's finalizer

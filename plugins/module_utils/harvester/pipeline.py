@@ -170,7 +170,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             msg = f"no {what}; {phase.name} would {phase.summary}" if module.check_mode else (
                 f"no {what} to run {phase.name} on; run the whole playbook (or --tags "
                 "preflight) to create one")
-            module.exit_json(**result, status="no_plan", msg=msg)
+            module.exit_json(**_timed(result, started), status="no_plan", msg=msg)
         current = (plan.get("status") or {}).get("currentPhase")
         if phases.relation(current, phase) not in ("succeeded", "failed"):
             lock.hold(kube, module)   # before any write; fails at once if another run holds it
@@ -182,19 +182,21 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             extra = (f": {plan_status.failure_message(plan)}" if rel == "failed" else "")
             msg = f"UpgradePlan {writer.name} is {current}{extra}"
             if rel == "failed":
-                module.fail_json(**result, status="terminal", current_phase=current,
-                                 msg=msg + "; start a new plan to retry")
-            module.exit_json(**result, status="terminal", current_phase=current, msg=msg)
+                module.fail_json(**_timed(result, started), status="terminal",
+                                 current_phase=current, msg=msg + "; start a new plan to retry")
+            module.exit_json(**_timed(result, started), status="terminal",
+                             current_phase=current, msg=msg)
         if rel == "done":
             note = verify(ctx) if verify else ""
             result.update(changed=writer.changed or bool(ctx.actions), proceed=True,
                           actions=ctx.actions, status="verified", current_phase=current,
                           msg=f"{phase.name} already completed" + (f"; {note}" if note else ""))
-            module.exit_json(**result)
+            module.exit_json(**_timed(result, started))
         if rel == "not_reached" and not p.get("force"):
             nxt = phases.next_to_run(current)
             hint = f" (next: {nxt.name}, tag {nxt.tag})" if nxt else ""
-            module.exit_json(**result, status="not_reached", current_phase=current, msg=(
+            module.exit_json(**_timed(result, started), status="not_reached",
+                             current_phase=current, msg=(
                 f"UpgradePlan {writer.name} is at {current or 'the start'}{hint}; "
                 f"{phase.name} runs only after {phases.previous(phase).completed}. Run the "
                 f"playbook without --tags to continue in order, or set force=true to run "
@@ -233,6 +235,12 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
                          msg=msg + " (the plan keeps its phase; re-run to resume)")
     result["actions"] = ctx.actions
     module.exit_json(**_finish(result, writer, started))
+
+
+def _timed(result: dict[str, Any], started: float) -> dict[str, Any]:
+    """``result`` with ``duration`` (every exit of a phase module returns it)."""
+    result["duration"] = _duration(time.time() - started)
+    return result
 
 
 def _finish(result: dict[str, Any], writer: PlanWriter | None, started: float
