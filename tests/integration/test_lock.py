@@ -113,3 +113,76 @@ def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
     assert _lease(sim) is None
     from harvester_sim import report as rep
     assert rep.build(sim.world)["invariant_violations"] == []
+
+
+def _our_processes(kubeconfig: str) -> list[str]:
+    """Processes (ansible workers, modules) whose environment points at this simulator."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"KUBECONFIG={kubeconfig}".encode() in env and cmd:
+            found.append(f"{pid} {cmd[:120]}")
+    return found
+
+
+def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
+        simulator: Any, tmp_path: Any) -> None:
+    """kill -9 of ansible-playbook's process group while a node step waits (here: a paused
+    node, up to 600 s): nothing of that run is left working against the cluster afterwards.
+    Ansible's workers setsid(), so they and their modules are outside that process group; in
+    this set-up they end with the run anyway, and lock.watch_run (unit-tested) stops a module
+    whose ansible-playbook is gone should one outlive it (chaos saw a node state written by a
+    killed run's step after the kill)."""
+    import signal
+    sim = simulator("three-node", speed=200)
+    kubeconfig = sim.env["KUBECONFIG"]
+    env = {**os.environ, **sim.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+           "TMPDIR": str(tmp_path)}
+    log = open(tmp_path / "run.log", "wb")  # noqa: SIM115
+    evars = '{"upgrade_pause_nodes": ["node-1"], "node_upgrade_pause_timeout": 600}'
+    play = subprocess.Popen([str(BIN / "ansible-playbook"), "upgrade.yml", "-e", evars],
+                            cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        modules: list[str] = []
+        c = sim.world.client
+        while time.monotonic() < deadline and not modules:   # a task at work, lock held
+            try:
+                st = ((c.list(PLAN_API, "UpgradePlan") or [{}])[0].get("status") or {}) if \
+                    c.try_get(*LEASE[:2], LEASE[2], namespace=LEASE[3]) else {}
+            except Exception:  # noqa: BLE001 - the CRD is not installed yet
+                st = {}
+            paused = ((st.get("nodeUpgradeStatuses") or {}).get("node-1") or {}).get("state")
+            if paused == "UpgradePaused":
+                # the module waiting for node-1 to be released from pauseNodes (up to 600 s):
+                # a process of its own under the task's worker
+                modules = [p for p in _our_processes(kubeconfig) if "AnsiballZ_node_gate" in p]
+            time.sleep(0.1)
+        assert modules, (tmp_path / "run.log").read_text()[-3000:]
+        os.killpg(play.pid, signal.SIGKILL)
+        play.wait()
+        deadline = time.monotonic() + 15
+        left = _our_processes(kubeconfig)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = _our_processes(kubeconfig)
+        assert not left, left
+    finally:
+        if play.poll() is None:
+            os.killpg(play.pid, signal.SIGKILL)
+            play.wait()
+        for p in _our_processes(kubeconfig):   # what this test started and left behind
+            try:
+                os.kill(int(p.split()[0]), signal.SIGKILL)
+            except OSError:
+                pass
+        log.close()

@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,15 +62,39 @@ def _proc_parent(pid: int) -> int:
         return 0
 
 
-def playbook_pid() -> int:
+def run_pid() -> int:
     """The pid of the ``ansible-playbook`` process this module runs under (the topmost
-    ancestor whose command line says so; its forked workers say so too)."""
+    ancestor whose command line says so; its forked workers say so too), 0 if none."""
     found, pid, hops = 0, os.getpid(), 0
     while pid > 1 and hops < 64:
         if "ansible-playbook" in _proc_cmdline(pid):
             found = pid
         pid, hops = _proc_parent(pid), hops + 1
-    return found or os.getppid()
+    return found
+
+
+def playbook_pid() -> int:
+    return run_pid() or os.getppid()
+
+
+def run_alive(pid: int) -> bool:
+    return "ansible-playbook" in _proc_cmdline(pid)
+
+
+def watch_run(pid: int, stop: Callable[[], None], every: float = 1.0,
+              alive: Callable[[int], bool] = run_alive) -> None:
+    """Call ``stop`` once the run's ``ansible-playbook`` (``pid``) is gone.
+
+    Ansible runs each task in a worker that calls ``setsid()``, so ``kill -9`` of
+    ansible-playbook (even of its whole process group) leaves the module running: it would go
+    on working -- migrating, answering Rancher -- beside the next run, which finds the lock
+    stale (its holder's process is gone) and takes it. The module stops instead, as if the
+    kill had reached it; every step resumes from the cluster's state wherever it stopped."""
+    while True:
+        time.sleep(every)
+        if not alive(pid):
+            stop()
+            return
 
 
 def identity() -> str:
@@ -207,6 +232,10 @@ def _renew_forever(kube: Kube, me: str, every: float) -> None:
             return
 
 
+def _abandon() -> None:
+    os._exit(137)   # as SIGKILL would have ended it: no cleanup, no result, the lease left stale
+
+
 def hold(kube: Kube, module: Any) -> str | None:
     """Take the lock for this module's run (see module docstring); fail the module at once
     if another run holds it. Returns the holder identity (None in check mode)."""
@@ -221,6 +250,9 @@ def hold(kube: Kube, module: Any) -> str | None:
     every = max(1.0, int((lease.get("spec") or {}).get("leaseDurationSeconds")
                          or DEFAULT_DURATION) / 3)
     threading.Thread(target=_renew_forever, args=(kube, me, every), daemon=True).start()
+    pid = run_pid()
+    if pid:
+        threading.Thread(target=watch_run, args=(pid, _abandon), daemon=True).start()
     original = module.fail_json
 
     def fail_and_release(*args: Any, **kwargs: Any) -> None:
