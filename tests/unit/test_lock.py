@@ -45,3 +45,28 @@ def test_stale_only_for_a_dead_ansible_playbook_of_this_host() -> None:
     assert lock.decide(live, "me", now) == "held"
     assert lock.decide(live, "awx-job-12", now) == "renew"
     assert lock.decide(None, "me", now) == "create"
+
+
+def _fake_procs(monkeypatch: pytest.MonkeyPatch, table: dict[int, tuple[int, str]]) -> None:
+    monkeypatch.setattr(lock, "_proc_cmdline", lambda pid: table.get(pid, (0, ""))[1])
+    monkeypatch.setattr(lock, "_proc_parent", lambda pid: table.get(pid, (0, ""))[0])
+
+
+def test_the_run_is_the_ansible_playbook_above_the_tasks_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pb = "python3 /venv/bin/ansible-playbook upgrade.yml"
+    table = {50: (40, "python3 AnsiballZ_vm_evacuate.py"), 40: (30, "/bin/sh -c ..."),
+             30: (20, pb), 20: (10, pb), 10: (1, "ansible-runner run ..."), 1: (0, "init")}
+    _fake_procs(monkeypatch, table)
+    assert lock.playbook_chain(50) == [30, 20]
+    assert not lock.orphaned(lock.playbook_chain(50))
+    # ansible-playbook killed: its worker (setsid) lives on, reparented to init
+    table[30] = (1, pb)
+    del table[20]
+    assert lock.playbook_chain(50) == [30]
+    assert lock.orphaned(lock.playbook_chain(50))
+    # not under ansible at all (tests, ansible-test): no run, never orphaned
+    assert lock.playbook_chain(10) == [] and not lock.orphaned([])
+    # ansible-playbook as a container's pid 1
+    table.update({30: (1, pb), 1: (0, pb)})
+    assert lock.playbook_chain(50) == [30, 1]

@@ -62,15 +62,33 @@ def _proc_parent(pid: int) -> int:
         return 0
 
 
-def run_pid() -> int:
-    """The pid of the ``ansible-playbook`` process this module runs under (the topmost
-    ancestor whose command line says so; its forked workers say so too), 0 if none."""
-    found, pid, hops = 0, os.getpid(), 0
-    while pid > 1 and hops < 64:
+def playbook_chain(start: int | None = None) -> list[int]:
+    """The ``ansible-playbook`` processes above this one (itself included), nearest first,
+    while they follow each other: the task's worker (a fork of ansible-playbook, same command
+    line), then ansible-playbook itself. A live run always shows both."""
+    chain: list[int] = []
+    pid, hops = start or os.getpid(), 0
+    while pid >= 1 and hops < 64:
         if "ansible-playbook" in _proc_cmdline(pid):
-            found = pid
+            chain.append(pid)
+        elif chain:
+            break
+        if pid == 1:
+            break
         pid, hops = _proc_parent(pid), hops + 1
-    return found
+    return chain
+
+
+def run_pid() -> int:
+    """The pid of the ``ansible-playbook`` process this module runs under, 0 if none."""
+    chain = playbook_chain()
+    return chain[-1] if len(chain) >= 2 else 0
+
+
+def orphaned(chain: list[int] | None = None) -> bool:
+    """This task's worker outlived its ansible-playbook (killed): only the worker is left
+    in the chain."""
+    return len(playbook_chain() if chain is None else chain) == 1
 
 
 def playbook_pid() -> int:
@@ -241,6 +259,10 @@ def hold(kube: Kube, module: Any) -> str | None:
     if another run holds it. Returns the holder identity (None in check mode)."""
     if getattr(module, "check_mode", False):
         return None
+    if orphaned():
+        # the run was killed before this task's module started (its worker lives on, setsid):
+        # do nothing, as the kill would have
+        _abandon()
     me = identity()
     try:
         lease = acquire(kube, me)
