@@ -97,6 +97,14 @@ PLAYBOOK = textwrap.dedent("""
         wait: true
         wait_sleep: 1
         wait_timeout: 20
+    - name: the pod runs (a Pending pod is evicted whatever its PDB says, as upstream)
+      kubernetes.core.k8s_info:
+        kind: Pod
+        name: p1
+        namespace: "{{ ns }}"
+        wait: true
+        wait_condition: {type: Ready, status: "True"}
+        wait_timeout: 60
     - name: drain is refused by the PDB
       kubernetes.core.k8s_drain:
         name: node-1
