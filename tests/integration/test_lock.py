@@ -152,8 +152,10 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
                             cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        started = time.monotonic()
+        deadline = started + 420   # CI under load: the run reached the pause after ~120 s once
         modules: list[str] = []
+        ours: list[str] = []
         c = sim.world.client
         while time.monotonic() < deadline and not modules:   # a task at work, lock held
             try:
@@ -165,9 +167,11 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
             if paused == "UpgradePaused":
                 # the module waiting for node-1 to be released from pauseNodes (up to 600 s):
                 # a process of its own under the task's worker
-                modules = [p for p in _our_processes(kubeconfig) if "AnsiballZ_node_gate" in p]
+                ours = _our_processes(kubeconfig)
+                modules = [p for p in ours if "AnsiballZ_node_gate" in p]
             time.sleep(0.1)
-        assert modules, (tmp_path / "run.log").read_text()[-3000:]
+        assert modules, (f"after {time.monotonic() - started:.0f}s: processes {ours}\n"
+                         + (tmp_path / "run.log").read_text()[-3000:])
         os.killpg(play.pid, signal.SIGKILL)
         play.wait()
         deadline = time.monotonic() + 15
