@@ -229,19 +229,12 @@ last_seen:
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    lock,
     node_cycle,
     node_module,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
-    warn_insecure,
-)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    NoActivePlan,
-    NodeLoopError,
+    Kube,
     PlanWriter,
-    WaitTimeout,
-    find_plan,
 )
 
 INT_OPTIONS = {"pause_timeout": 0, "hook_timeout": 7200, "concurrency": 2, "retries": 2,
@@ -270,48 +263,24 @@ def main() -> None:
         restore_fail_on_error=p["restore_fail_on_error"],
         **{k: p[k] for k in INT_OPTIONS})
     cycle = node_cycle.Cycle(p["node"])
-    kube: node_cycle.CycleKube | None = None
-    writer: PlanWriter | None = None
 
-    def extra() -> dict[str, Any]:
+    def extra(kube: Kube | None, writer: PlanWriter | None) -> dict[str, Any]:
         out: dict[str, Any] = {"node": p["node"], "steps": cycle.steps,
                                "summary": cycle.summary() if cycle.steps else []}
-        if kube is not None:
+        if isinstance(kube, node_cycle.CycleKube):
             out["api"] = dict(kube.stats)
         if writer is not None:
             out["plan"], out["events"] = writer.name, writer.events
         return out
 
-    try:
-        auth = {k: p[k] for k in node_module.AUTH_ARG_SPEC if p.get(k) is not None}
-        warn_insecure(module, auth)
-        kube = node_cycle.CycleKube.from_options(**auth)  # type: ignore[assignment]
-        if kube is None:   # for the type checker: from_options always returns a client
-            raise NodeLoopError("could not build a Kubernetes client")
-        kube.check_mode = module.check_mode
-        try:
-            writer = PlanWriter(kube, find_plan(kube, p.get("plan")))
-            lock.hold(kube, module)   # fails at once if another run holds the lock
-        except NodeLoopError as exc:
-            if not (module.check_mode or isinstance(exc, NoActivePlan)):
-                raise
-            module.exit_json(changed=False, skipped=True, done=False, paused=False,
-                             passed=False, status="no_plan",
-                             msg=f"{exc}: NodeUpgrade has nothing to do", **extra())
-        if writer is None:   # exit_json above does not return
-            raise NodeLoopError("no UpgradePlan to work on")
-        result = node_cycle.run_cycle(kube, writer, params, cycle)
-    except WaitTimeout as exc:
-        module.fail_json(msg=str(exc), awaited=exc.what, last_seen=exc.last_seen, **extra())
-    except NodeLoopError as exc:
-        module.fail_json(msg=str(exc), **extra())
-    except Exception as exc:  # noqa: BLE001 - API/transport errors, shown to the operator
-        body = getattr(exc, "body", None) or getattr(exc, "summary", lambda: "")()
-        module.fail_json(msg=f"{type(exc).__name__}: {exc}", error=str(body)[:2000], **extra())
-    result.update(extra())
-    result["changed"] = cycle.changed
-    module.exit_json(**result)
+    def step(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
+        result = node_cycle.run_cycle(kube, writer, params, cycle)  # type: ignore[arg-type]
+        result["changed"] = cycle.changed
+        return result
 
+    node_module.run(module, step, skip_without_plan=True, client=node_cycle.CycleKube,
+                    extra=extra, no_plan_fields={"done": False, "paused": False,
+                                                 "passed": False})
 
 if __name__ == "__main__":
     main()
