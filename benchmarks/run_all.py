@@ -239,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="scenario of figure 3 (its naive baseline is run too)")
     ap.add_argument("--no-hundred", action="store_true", help="skip the 100-node run")
     ap.add_argument("--no-twenty", action="store_true", help="skip the 20-node runs")
-    ap.add_argument("--modes", default="steps,node",
-                    help="node_upgrade_mode(s) for the three-node and twenty-node runs, "
+    ap.add_argument("--modes", default="node,steps",
+                    help="node_upgrade_mode(s) for the three-node and twenty-node runs (the "
+                         "first one is the figures of latest.json), "
                          "comma-separated (steps: one task per step; node: node_cycle)")
     ap.add_argument("--twenty-modes", default=None,
                     help="node_upgrade_mode(s) for twenty-node (default: --modes)")
@@ -320,13 +321,13 @@ MODES = ("steps", "node")
 
 
 def label(scenario: str, mode: str) -> str:
-    """Run label: the scenario for the role's default mode (``steps``), else
-    ``<scenario>@<mode>``."""
+    """Run label: the scenario for mode ``steps`` (the labels of the results recorded before
+    ``node`` became the role's default), else ``<scenario>@<mode>``."""
     return scenario if mode == "steps" else f"{scenario}@{mode}"
 
 
-def mode_vars(mode: str) -> dict[str, Any] | None:
-    return None if mode == "steps" else {"node_upgrade_mode": mode}
+def mode_vars(mode: str) -> dict[str, Any]:
+    return {"node_upgrade_mode": mode}   # always explicit: the role's default changed once
 
 
 def keyed(runs: dict[str, dict[str, Any]], mode: str) -> dict[str, Any]:

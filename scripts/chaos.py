@@ -111,7 +111,8 @@ def wait_milestone(play: subprocess.Popen[bytes], kubeconfig: Path, mark: str,
 
 def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
             max_attempts: int, kill_window: tuple[float, float],
-            extra_vars: dict[str, Any] | None = None, mode: str = "time") -> dict[str, Any]:
+            extra_vars: dict[str, Any] | None = None, mode: str = "time",
+            max_kills: int = 3) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     proc, kubeconfig = start_simulator(scenario, speed, out, rng.randrange(1 << 30), [])
     result: dict[str, Any] = {"scenario": scenario, "kills": [], "attempts": 0}
@@ -128,7 +129,7 @@ def one_run(scenario: str, speed: float, rng: random.Random, out: Path,
             log = open(out / f"attempt-{attempt}.log", "wb")  # noqa: SIM115
             play = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
-            may_kill = attempt < max_attempts - 1 and len(result["kills"]) < 3
+            may_kill = attempt < max_attempts - 1 and len(result["kills"]) < max_kills
             if mode == "milestone" and may_kill:
                 t0 = time.monotonic()
                 mark = pick_milestone(kubeconfig, rng)
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--max-attempts", type=int, default=6)
+    ap.add_argument("--max-kills", type=int, default=3, help="kills per run at most")
     ap.add_argument("--kill-min", type=float, default=2.0)
     ap.add_argument("--kill-max", type=float, default=40.0)
     ap.add_argument("--out", default="out/chaos")
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         sc = scenarios[i % len(scenarios)]
         res = one_run(sc, args.speed, rng, ROOT / args.out / f"run-{i}", args.max_attempts,
-                      (args.kill_min, args.kill_max), extra_vars, args.mode)
+                      (args.kill_min, args.kill_max), extra_vars, args.mode, args.max_kills)
         ok = not res["problems"]
         failures += 0 if ok else 1
         print(f"run {i + 1}/{args.runs} {sc}: {'ok' if ok else 'FAIL'} kills={res['kills']} "

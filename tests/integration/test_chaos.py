@@ -1,7 +1,8 @@
 """Small-N chaos in `make test`: SIGKILL ansible-playbook at random moments, re-run, and
 check the upgrade still ends well (``scripts/chaos.py``: plan Succeeded, every node rebooted
 exactly once, zero invariant violations, no leftovers). Fixed seed, so a failure replays
-with ``scripts/chaos.py --runs 2 --scenarios three-node --speed 200 --seed 20260``."""
+with ``scripts/chaos.py --runs 2 --max-kills 1 --scenarios three-node --speed 200
+--seed 20260 --kill-max 25``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.timeout(900)]
 def test_chaos_two_runs(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--runs", "2",
-         "--scenarios", "three-node", "--speed", "200", "--seed", "20260",
+         "--max-kills", "1", "--scenarios", "three-node", "--speed", "200", "--seed", "20260",
          "--kill-min", "2", "--kill-max", "25", "--out", str(tmp_path / "chaos")],
         cwd=ROOT, capture_output=True, text=True, timeout=840, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

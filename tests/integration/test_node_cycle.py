@@ -1,8 +1,9 @@
-"""End-to-end: ``node_upgrade_mode: node`` (module ``node_cycle``: one module call per node).
+"""End-to-end: the two ``node_upgrade_mode``s (``node``, the default: module ``node_cycle``, one
+module call per node; ``steps``: one task per step).
 
-1. The whole ``upgrade.yml`` on ``three-node`` with ``-e node_upgrade_mode=node``: Succeeded,
-   every node upgraded (rebooted) once, migrations at the lower bound, the shut-down VMs
-   restored, no invariant violation, one summary line per step in the output.
+1. The whole ``upgrade.yml`` on ``three-node`` in each mode: Succeeded, every node upgraded
+   (rebooted) once, migrations at the lower bound, the shut-down VMs restored, no invariant
+   violation; node mode prints one summary line per step, steps mode runs one task per step.
 2. Resume: the node loop alone (``playbooks/node_upgrade.yml`` from ``ClusterUpgraded``) is
    killed (SIGKILL, the whole process group) while the first node reboots, then re-run: the
    node is neither evacuated nor rebooted again, and the run completes.
@@ -28,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SPEED = float(os.environ.get("NODE_CYCLE_TEST_SPEED", "200"))
 MODE = {"node_upgrade_mode": "node"}
+STEPS = {"node_upgrade_mode": "steps"}
 PLAN_API = "management.harvesterhci.io/v1beta1"
 
 pytestmark = [pytest.mark.timeout(600)]
@@ -74,11 +76,13 @@ def _bound(sim: Any, start: dict[str, Any], running: set[str], order: list[str],
     return int(nu.min_migrations(start, nodes, order, {k for k in running if k not in recorded}))
 
 
-def test_whole_upgrade_in_node_mode(simulator: Any) -> None:
+@pytest.mark.parametrize("mode", ["node", "steps"])
+def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     from harvester_sim import report as rep
     sim = simulator("three-node", speed=SPEED)
     start, running, order = _snapshot(sim)
-    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=500)
+    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars={"node_upgrade_mode": mode},
+                                 timeout=500)
     assert res.rc == 0, res
     plans = _plans(sim)
     assert len(plans) == 1, plans
@@ -95,6 +99,12 @@ def test_whole_upgrade_in_node_mode(simulator: Any) -> None:
     assert int(report["vm_migrations"]["total"]) == _bound(
         sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
     assert running <= nu.running_vms(sim)      # the shut-down VMs were restored
+    if mode == "steps":   # one task per step, no node_cycle call
+        assert "Upgrade in one module call" not in res.output, res
+        for task in ("Wait for Rancher to ask to drain", "Answer the pre-drain hook",
+                     "Upgrade the OS and wait for the reboot"):
+            assert res.output.count(task) >= len(order), task
+        return
     # the fast path ran (one module call per node) and said what each step did
     assert res.output.count("TASK [harvester.upgrade.node_upgrade : Upgrade") >= len(order)
     assert "Wait for Rancher to ask to drain" not in res.output

@@ -204,8 +204,12 @@ def min_migrations(start: dict[str, dict[str, Any]], nodes: dict[str, dict[str, 
     return total
 
 
-def nodes_in_play_order(output: str, task: str = "Wait for Rancher to ask to drain") -> list[str]:
-    return re.findall(rf"TASK \[[^\]]*{re.escape(task)} ([\w.-]+)\]", output)
+def nodes_in_play_order(output: str) -> list[str]:
+    """The nodes in the order the serial play took them: the per-node task of either
+    ``node_upgrade_mode`` (node: the node_cycle call; steps: the pre-drain wait)."""
+    tasks = ("Upgrade in one module call the node", "Wait for Rancher to ask to drain")
+    return re.findall(rf"TASK \[[^\]]*(?:{'|'.join(map(re.escape, tasks))}) ([\w.-]+)\]",
+                      output)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -581,7 +585,8 @@ def test_single_node_job_path_restores_vms(runs: Runs) -> None:
     assert run.running_before <= run.running_after   # ... and running again
     assert run.report["vm_migrations"]["total"] == 0
     assert run.report["invariant_violations"] == [], run.report["invariant_violations"]
-    assert "Run the single-node upgrade job" in run.output
+    assert ("Run the single-node upgrade job" in run.output                    # steps mode
+            or re.search(r"os upgrade +done .*job \S*single-node-upgrade", run.output)), run.output
 
 
 # ---------------------------------------------------------------------------------------------
