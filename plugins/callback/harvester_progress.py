@@ -102,6 +102,8 @@ class Progress:
     node_started: dict[str, float] = field(default_factory=dict)
     nodes_done: dict[str, float] = field(default_factory=dict)
     migrated: set[str] = field(default_factory=set)
+    migrations: int = 0   # live migrations reported (a VM may move twice: off node 1, later
+    #                       off the node it first went to); ``migrated`` counts VMs
     shutdown: set[str] = field(default_factory=set)
     restored: set[str] = field(default_factory=set)
     restore_failed: set[str] = field(default_factory=set)
@@ -170,6 +172,7 @@ class Progress:
         if module in ("vm_evacuate", "node_cycle"):
             for vm in res.get("migrated") or []:
                 self.migrated.add(_vm_key(vm))
+                self.migrations += 1
             for vm in res.get("shutdown") or []:
                 self.shutdown.add(_vm_key(vm))
         if module == "vm_restore" or (module == "node_cycle" and not res.get("paused")
@@ -242,7 +245,9 @@ class Progress:
         if self.nodes:
             lines.append(f"{PREFIX}  nodes upgraded {len(self.nodes_done)}/{len(self.nodes)}")
         if self.migrated or self.shutdown:
-            lines.append(f"{PREFIX}  VMs migrated {len(self.migrated)}, shut down "
+            moves = (f" ({self.migrations} live migrations)"
+                     if self.migrations != len(self.migrated) else "")
+            lines.append(f"{PREFIX}  VMs migrated {len(self.migrated)}{moves}, shut down "
                          f"{len(self.shutdown)}, restored {len(self.restored)}, restore "
                          f"failed {len(self.restore_failed)}")
         lines.append(f"{PREFIX}  elapsed {fmt_duration(now - self.start)}")

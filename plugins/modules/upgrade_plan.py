@@ -22,6 +22,12 @@ description:
     O(version)/O(image) the target is the newest C(Version) in C(harvester-system) newer
     than Setting C(server-version); if there is none the cluster is reported up to date.
     A new plan enters C(Initializing) at once (Progressing, Degraded, Available conditions).
+  - C(action=ensure) also finishes the deletion of plans deleted with C(kubectl delete) (held
+    C(Terminating) by the finalizer C(harvester-upgrade.harvesterhci.io/cleanup)) - it cleans up as
+    upgrade-toolkit's finalizer does (the upgrade resources, the VMs the collection shut down
+    started again, its drain taint removed), removes the finalizer (the garbage collector
+    deletes what the plan owns) and reports them in RV(deleted). A plan deleted mid-upgrade
+    (ClusterUpgrading/NodeUpgrading) stops the run naming it, as the toolkit refuses it.
   - C(action=read) returns a plan (O(name) or the active one) and where it stands.
   - C(action=transition) enters (O(to=active)) or completes (O(to=completed)) a phase,
     with the toolkit's Events; C(action=fail) sets the plan C(Failed) with O(condition_message);

@@ -66,6 +66,11 @@ def test_node_loop_counts_nodes_vms_and_gives_an_eta() -> None:
     line = p.line(90.0)
     assert "node 2/3 n2" in line and "nodes done 1/3" in line and "ETA ~1m30s" in line
     assert "pending restore" not in line
+    # vm1 moves again (off n2, where it went first): one VM, two live migrations
+    p.update("vm_evacuate", {"node": "n2"}, {"migrated": [{"namespace": "default",
+                                                           "name": "vm1"}]}, 100.0)
+    summary = "\n".join(p.summary(120.0))
+    assert "VMs migrated 1 (2 live migrations), shut down 1, restored 1" in summary, summary
 
 
 def test_status_line_only_changes_on_news() -> None:
