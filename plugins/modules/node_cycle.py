@@ -282,5 +282,6 @@ def main() -> None:
                     extra=extra, no_plan_fields={"done": False, "paused": False,
                                                  "passed": False})
 
+
 if __name__ == "__main__":
     main()
