@@ -32,9 +32,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     plan_status,
     plan_writer,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import Kube
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
 
 FINALIZER = c.PLAN_FINALIZER
+CONFLICT_RETRIES = 5
 HARD = {"ClusterUpgrading": "the cluster is being upgraded",
         "NodeUpgrading": "nodes are being upgraded"}
 
@@ -49,16 +53,38 @@ def being_deleted(plan: dict[str, Any]) -> bool:
         FINALIZER in finalizers(plan)
 
 
+def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool) -> bool:
+    """Add or drop our finalizer with a conditional write (the plan's resourceVersion); on a
+    409 Conflict re-read the plan and try again, as the status writes do. Returns whether
+    the plan needed the change."""
+    for attempt in range(CONFLICT_RETRIES):
+        if plan is None:
+            return False
+        meta = plan.get("metadata") or {}
+        have = finalizers(plan)
+        if add and (FINALIZER in have or meta.get("deletionTimestamp")):
+            return False
+        if not add and FINALIZER not in have:
+            return False
+        wanted = [*have, FINALIZER] if add else [f for f in have if f != FINALIZER]
+        try:
+            kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
+                       {"metadata": {"finalizers": wanted,
+                                     "resourceVersion": meta.get("resourceVersion")}})
+            return True
+        except ApiError as exc:
+            if exc.status != 409 or attempt == CONFLICT_RETRIES - 1:
+                raise
+        plan = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"])
+    return False
+
+
 def add_finalizer(kube: Kube, plan: dict[str, Any], check_mode: bool = False) -> bool:
     """Put the finalizer on a plan whose cleanup is owed (not on one being deleted)."""
     meta = plan.get("metadata") or {}
     if FINALIZER in finalizers(plan) or meta.get("deletionTimestamp"):
         return False
-    if not check_mode:
-        kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
-                   {"metadata": {"finalizers": [*finalizers(plan), FINALIZER],
-                                 "resourceVersion": meta.get("resourceVersion")}})
-    return True
+    return True if check_mode else _edit_finalizers(kube, plan, add=True)
 
 
 def remove_finalizer(kube: Kube, name: str, check_mode: bool = False) -> bool:
@@ -66,11 +92,7 @@ def remove_finalizer(kube: Kube, name: str, check_mode: bool = False) -> bool:
     plan = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name)
     if plan is None or FINALIZER not in finalizers(plan):
         return False
-    if not check_mode:
-        kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, name,
-                   {"metadata": {"finalizers": [f for f in finalizers(plan) if f != FINALIZER],
-                                 "resourceVersion": plan["metadata"].get("resourceVersion")}})
-    return True
+    return True if check_mode else _edit_finalizers(kube, plan, add=False)
 
 
 def rancher_mid_node(kube: Kube) -> list[str]:
