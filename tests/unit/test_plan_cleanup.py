@@ -4,16 +4,11 @@ re-read, re-apply (the fault matrix's injected conflicts once landed on Finalize
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 pc = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_cleanup")
 client = pytest.importorskip(
