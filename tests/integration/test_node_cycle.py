@@ -29,7 +29,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SPEED = float(os.environ.get("NODE_CYCLE_TEST_SPEED", "200"))
 MODE = {"node_upgrade_mode": "node"}
-STEPS = {"node_upgrade_mode": "steps"}
 PLAN_API = "management.harvesterhci.io/v1beta1"
 
 pytestmark = [pytest.mark.timeout(600)]

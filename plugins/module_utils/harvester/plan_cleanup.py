@@ -53,10 +53,11 @@ def being_deleted(plan: dict[str, Any]) -> bool:
         FINALIZER in finalizers(plan)
 
 
-def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool) -> bool:
+def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
+                     check_mode: bool) -> bool:
     """Add or drop our finalizer with a conditional write (the plan's resourceVersion); on a
-    409 Conflict re-read the plan and try again, as the status writes do. Returns whether
-    the plan needed the change."""
+    409 Conflict re-read the plan and decide again, as the status writes do. Returns whether
+    the plan needed the change (in check mode: would need it; nothing is written)."""
     for attempt in range(CONFLICT_RETRIES):
         if plan is None:
             return False
@@ -66,6 +67,8 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool) -> bool
             return False
         if not add and FINALIZER not in have:
             return False
+        if check_mode:
+            return True
         wanted = [*have, FINALIZER] if add else [f for f in have if f != FINALIZER]
         try:
             kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
@@ -81,18 +84,13 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool) -> bool
 
 def add_finalizer(kube: Kube, plan: dict[str, Any], check_mode: bool = False) -> bool:
     """Put the finalizer on a plan whose cleanup is owed (not on one being deleted)."""
-    meta = plan.get("metadata") or {}
-    if FINALIZER in finalizers(plan) or meta.get("deletionTimestamp"):
-        return False
-    return True if check_mode else _edit_finalizers(kube, plan, add=True)
+    return _edit_finalizers(kube, plan, add=True, check_mode=check_mode)
 
 
 def remove_finalizer(kube: Kube, name: str, check_mode: bool = False) -> bool:
     """Drop the finalizer (the cleanup ran); a plan being deleted then goes away."""
-    plan = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name)
-    if plan is None or FINALIZER not in finalizers(plan):
-        return False
-    return True if check_mode else _edit_finalizers(kube, plan, add=False)
+    return _edit_finalizers(kube, kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name), add=False,
+                            check_mode=check_mode)
 
 
 def rancher_mid_node(kube: Kube) -> list[str]:
