@@ -263,6 +263,12 @@ def test_server_update_status_scale_token_eviction(raw: Any, pbns: str, sim: Any
                      "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
                      "expectedPods": 1}
     c.update_status(pdb)
+    # the apiserver lets a Pending pod go whatever its PDB says: wait for the simulated kubelet
+    # to run the pod (under load that took longer than the PUTs above)
+    deadline = time.monotonic() + 120
+    while (c.get("v1", "Pod", "victim", pbns).get("status") or {}).get("phase") != "Running":
+        assert time.monotonic() < deadline, c.get("v1", "Pod", "victim", pbns).get("status")
+        time.sleep(0.05)
     path = f"/api/v1/namespaces/{pbns}/pods/victim/eviction"
     r = _post(raw, path, _body("go-eviction-plain"))
     assert r.status == 429, r.body

@@ -129,7 +129,7 @@ def _our_processes(kubeconfig: str) -> list[str]:
         except OSError:
             continue
         if f"KUBECONFIG={kubeconfig}".encode() in env and cmd:
-            found.append(f"{pid} {cmd[:120]}")
+            found.append(f"{pid} {cmd}")   # whole: CI's longer paths cut a 120-char prefix
     return found
 
 
@@ -170,7 +170,8 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
                 ours = _our_processes(kubeconfig)
                 modules = [p for p in ours if "AnsiballZ_node_gate" in p]
             time.sleep(0.1)
-        assert modules, (f"after {time.monotonic() - started:.0f}s: processes {ours}\n"
+        assert modules, (f"after {time.monotonic() - started:.0f}s: processes "
+                         f"{[p[:200] for p in ours]}\n"
                          + (tmp_path / "run.log").read_text()[-3000:])
         os.killpg(play.pid, signal.SIGKILL)
         play.wait()
