@@ -263,20 +263,35 @@ def test_get_watch_streams_changes(sim: Any, ns: str) -> None:
 
     env = dict(os.environ)
     env.update(sim.env)
+    c = sim.world.client
+    c.create({"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "sentinel", "namespace": ns}})
     proc = subprocess.Popen([shutil.which("kubectl") or "kubectl", "get", "configmaps", "-n", ns,
-                             "--watch", "--output-watch-events", "--request-timeout=20s"], env=env,
+                             "--watch", "--output-watch-events", "--request-timeout=60s"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
+                              daemon=True)   # type: ignore[union-attr]
+    reader.start()
+
+    def seen(what: str) -> bool:   # no sleeps sized for a fast machine: wait for the output
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(what in ln for ln in list(lines)):
+            time.sleep(0.05)
+        return any(what in ln for ln in list(lines))
+
     try:
-        time.sleep(1.0)
-        c = sim.world.client
+        assert seen("sentinel"), lines   # the initial list is out: the watch is open
         c.create({"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": "watched", "namespace": ns}, "data": {"a": "1"}})
         c.patch("v1", "ConfigMap", "watched", {"data": {"b": "2"}}, ns)
         c.delete("v1", "ConfigMap", "watched", ns)
-        time.sleep(1.0)
+        seen("DELETED")
     finally:
         proc.terminate()
-    out, _ = proc.communicate(timeout=10)
+    proc.communicate(timeout=10)
+    reader.join(timeout=10)
+    out = "".join(lines)
     events = [ln.split()[0] for ln in out.splitlines() if "watched" in ln]
     assert events == ["ADDED", "MODIFIED", "DELETED"], out
 
