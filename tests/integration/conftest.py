@@ -21,6 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# tests import the collection as ansible_collections.harvester.upgrade through the repo-root
+# link (make venv); without this only some other test file's import made it resolvable
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 @dataclass

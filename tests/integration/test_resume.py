@@ -7,7 +7,6 @@ leaves behind and checks the next run continues from it without redoing or skipp
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,6 @@ pytestmark = [pytest.mark.timeout(600)]
 def test_plan_created_but_never_initialized_is_adopted(simulator: Any, playbook: Any) -> None:
     """Killed between creating the UpgradePlan and writing its first status: the re-run adopts
     that plan (no second plan, no plan left behind without a status)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import crd
 
     sim = simulator("three-node", speed=200)

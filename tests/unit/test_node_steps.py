@@ -133,7 +133,8 @@ def test_node_kube_is_the_shared_client_with_create_in() -> None:
     created: list[tuple[dict[str, Any], str | None]] = []
 
     class Res:
-        def create(self, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        def create(self, body: dict[str, Any], namespace: str | None = None,
+                   **_: Any) -> dict[str, Any]:
             created.append((body, namespace))
             return body
 

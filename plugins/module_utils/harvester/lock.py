@@ -33,7 +33,6 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
-    call_with_retry,
 )
 
 LEASE = ("coordination.k8s.io/v1", "Lease")
@@ -222,9 +221,8 @@ def acquire(kube: Kube, me: str, duration: int | None = None) -> dict[str, Any]:
 
 def _replace(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
     """PUT the whole lease; its resourceVersion makes the write conditional (409)."""
-    res = kube.resource(*LEASE)
-    out = call_with_retry(lambda: res.replace(body=obj, namespace=NAMESPACE))
-    return dict(out.to_dict()) if hasattr(out, "to_dict") else dict(out)
+    return kube.replace({"apiVersion": LEASE[0], "kind": LEASE[1], **obj,
+                         "metadata": {**(obj.get("metadata") or {}), "namespace": NAMESPACE}})
 
 
 def release(kube: Kube, me: str) -> bool:

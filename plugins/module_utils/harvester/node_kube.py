@@ -237,11 +237,10 @@ class Kube(client.Kube):
             w = kwatch.Watch()
             try:
                 chunk = max(1, min(60, int(deadline - time.monotonic()) + 1))
-                for ev in self.dyn.watch(res, namespace=s.namespace,
-                                         label_selector=s.label_selector,
-                                         field_selector=s.field_selector,
-                                         resource_version=rv or None, timeout=chunk,
-                                         watcher=w):
+                for ev in self.stream(res, namespace=s.namespace,
+                                      label_selector=s.label_selector,
+                                      field_selector=s.field_selector,
+                                      resource_version=rv or None, timeout=chunk, watcher=w):
                     if stop.is_set():
                         w.stop()
                         return
