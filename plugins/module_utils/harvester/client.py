@@ -91,6 +91,28 @@ def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
     raise AssertionError("unreachable")
 
 
+class ConflictsExhausted(ApiError):
+    """:func:`retry_on_conflict` saw a 409 Conflict on every attempt (an :class:`ApiError`
+    with status 409, so callers that handle the API's 409 handle this too)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, "Conflict", message)
+
+
+def retry_on_conflict(attempt: Callable[[], T], attempts: int, what: str) -> T:
+    """Optimistic concurrency, as client-go's ``RetryOnConflict``: ``attempt`` reads the
+    object, decides and writes it conditionally (its resourceVersion); while the write answers
+    409 Conflict, run ``attempt`` again (it re-reads), at most ``attempts`` times. Other errors
+    propagate; when every attempt conflicted, :class:`ConflictsExhausted` names ``what``."""
+    for _ in range(attempts):
+        try:
+            return attempt()
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    raise ConflictsExhausted(f"{what}: still conflicting after {attempts} attempts")
+
+
 def _to_dict(obj: Any) -> dict[str, Any]:
     if obj is None:
         return {}

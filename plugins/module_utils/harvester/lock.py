@@ -32,7 +32,9 @@ from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
+    ConflictsExhausted,
     Kube,
+    retry_on_conflict,
 )
 
 LEASE = ("coordination.k8s.io/v1", "Lease")
@@ -193,7 +195,7 @@ def held_message(lease: dict[str, Any], now: datetime) -> str:
 
 def acquire(kube: Kube, me: str, duration: int | None = None) -> dict[str, Any]:
     """Take or renew the lease for ``me``; :class:`LockHeld` if another run holds it."""
-    for _attempt in range(5):
+    def attempt() -> dict[str, Any]:
         lease = kube.get(*LEASE, NAME, NAMESPACE)
         now = _now()
         what = decide(lease, me, now)
@@ -206,17 +208,18 @@ def acquire(kube: Kube, me: str, duration: int | None = None) -> dict[str, Any]:
             spec["acquireTime"] = _micro(now)
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
                 0 if what == "create" else 1)
-        try:
-            if lease is None:
-                return kube.create({"apiVersion": LEASE[0], "kind": LEASE[1], "metadata": {
-                    "name": NAME, "namespace": NAMESPACE,
-                    "labels": {"app.kubernetes.io/managed-by": "harvester.upgrade"}},
-                    "spec": spec})
-            return _replace(kube, {**lease, "spec": spec})
-        except ApiError as exc:
-            if exc.status not in (409,):
-                raise
-    raise LockHeld(f"could not take Lease {NAMESPACE}/{NAME}: too many concurrent writers")
+        if lease is None:   # two runs creating it at once: one gets 409 AlreadyExists
+            return kube.create({"apiVersion": LEASE[0], "kind": LEASE[1], "metadata": {
+                "name": NAME, "namespace": NAMESPACE,
+                "labels": {"app.kubernetes.io/managed-by": "harvester.upgrade"}},
+                "spec": spec})
+        return _replace(kube, {**lease, "spec": spec})
+
+    try:
+        return retry_on_conflict(attempt, 5, f"Lease {NAMESPACE}/{NAME}")
+    except ConflictsExhausted as exc:
+        raise LockHeld(f"could not take Lease {NAMESPACE}/{NAME}: too many concurrent "
+                       "writers") from exc
 
 
 def _replace(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:

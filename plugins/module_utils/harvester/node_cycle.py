@@ -34,10 +34,10 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_steps,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
     PLAN_API,
     PLAN_KIND,
-    ApiError,
     Kube,
     PlanWriter,
 )

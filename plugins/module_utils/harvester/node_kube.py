@@ -26,8 +26,9 @@ from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
-    ApiError,
+    ConflictsExhausted,
     NotServed,
+    retry_on_conflict,
 )
 
 PLAN_API = "management.harvesterhci.io/v1beta1"
@@ -338,7 +339,7 @@ class PlanWriter:
     def set_node_state(self, node: str, state: str, reason: str = "", message: str = "",
                        *, event: bool = True) -> bool:
         """Forward-only; returns True when the status changed. Conflict-safe."""
-        for _attempt in range(10):
+        def attempt() -> bool:
             plan = self.refresh()
             statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
             cur = statuses.get(node) or {}
@@ -354,26 +355,24 @@ class PlanWriter:
             if self.kube.check_mode:
                 return True
             statuses[node] = new
-            body = {"metadata": {"resourceVersion": plan["metadata"]["resourceVersion"]},
-                    "status": {"nodeUpgradeStatuses": statuses}}
-            try:
-                self.plan = self.kube.patch(PLAN_API, PLAN_KIND, self.name, body,
-                                            subresource="status")
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-                continue
+            self._patch_status(plan, {"nodeUpgradeStatuses": statuses})
             if event:
                 text = f"Node {node}: {state}" + (f" ({reason})" if reason else "") + (
                     f": {message}" if message else "")
                 failed = state in FAILED_NODE_STATES
                 self.event(f"Node{state}", text, warning=failed)
             return True
-        raise NodeLoopError(f"could not update UpgradePlan {self.name}: too many conflicts")
+
+        try:
+            return retry_on_conflict(attempt, 10, f"UpgradePlan {self.name}")
+        except ConflictsExhausted as exc:
+            raise NodeLoopError(f"could not update UpgradePlan {self.name}: too many "
+                                "conflicts") from exc
 
     def set_progress_message(self, message: str) -> None:
-        """Progressing condition message while NodeUpgrading (e.g. paused nodes)."""
-        for _attempt in range(10):
+        """Progressing condition message while NodeUpgrading (e.g. paused nodes); given up
+        quietly when every write conflicts (the next state change sets it again)."""
+        def attempt() -> None:
             plan = self.refresh()
             conds = list((plan.get("status") or {}).get("conditions") or [])
             changed = False
@@ -381,18 +380,19 @@ class PlanWriter:
                 if c.get("type") == "Progressing" and c.get("message") != message:
                     c["message"] = message
                     changed = True
-            if not changed or self.kube.check_mode:
-                return
-            body = {"metadata": {"resourceVersion": plan["metadata"]["resourceVersion"]},
-                    "status": {"conditions": conds}}
-            try:
-                self.plan = self.kube.patch(PLAN_API, PLAN_KIND, self.name, body,
-                                            subresource="status")
-                return
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-                continue
+            if changed and not self.kube.check_mode:
+                self._patch_status(plan, {"conditions": conds})
+
+        try:
+            retry_on_conflict(attempt, 10, f"UpgradePlan {self.name}")
+        except ConflictsExhausted:
+            pass
+
+    def _patch_status(self, plan: dict[str, Any], status: dict[str, Any]) -> None:
+        """Merge-patch the status, conditional on the plan's resourceVersion (409 if stale)."""
+        body = {"metadata": {"resourceVersion": plan["metadata"]["resourceVersion"]},
+                "status": status}
+        self.plan = self.kube.patch(PLAN_API, PLAN_KIND, self.name, body, subresource="status")
 
     def event(self, reason: str, message: str, *, warning: bool = False,
               component: str | None = None, namespace: str = "default") -> None:

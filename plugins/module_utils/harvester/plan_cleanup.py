@@ -33,8 +33,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     plan_writer,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
-    ApiError,
     Kube,
+    retry_on_conflict,
 )
 
 FINALIZER = c.PLAN_FINALIZER
@@ -58,11 +58,17 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
     """Add or drop our finalizer with a conditional write (the plan's resourceVersion); on a
     409 Conflict re-read the plan and decide again, as the status writes do. Returns whether
     the plan needed the change (in check mode: would need it; nothing is written)."""
-    for attempt in range(CONFLICT_RETRIES):
-        if plan is None:
+    current, tries = plan, 0
+
+    def attempt() -> bool:
+        nonlocal current, tries
+        tries += 1
+        if tries > 1 and current is not None:   # conflicted: decide again on the fresh plan
+            current = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, current["metadata"]["name"])
+        if current is None:
             return False
-        meta = plan.get("metadata") or {}
-        have = finalizers(plan)
+        meta = current.get("metadata") or {}
+        have = finalizers(current)
         if add and (FINALIZER in have or meta.get("deletionTimestamp")):
             return False
         if not add and FINALIZER not in have:
@@ -70,16 +76,12 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
         if check_mode:
             return True
         wanted = [*have, FINALIZER] if add else [f for f in have if f != FINALIZER]
-        try:
-            kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
-                       {"metadata": {"finalizers": wanted,
-                                     "resourceVersion": meta.get("resourceVersion")}})
-            return True
-        except ApiError as exc:
-            if exc.status != 409 or attempt == CONFLICT_RETRIES - 1:
-                raise
-        plan = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"])
-    return False
+        kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
+                   {"metadata": {"finalizers": wanted,
+                                 "resourceVersion": meta.get("resourceVersion")}})
+        return True
+
+    return retry_on_conflict(attempt, CONFLICT_RETRIES, "UpgradePlan finalizers")
 
 
 def add_finalizer(kube: Kube, plan: dict[str, Any], check_mode: bool = False) -> bool:

@@ -23,9 +23,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     plan_status,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
-    ApiError,
+    ConflictsExhausted,
     Kube,
     NotServed,
+    retry_on_conflict,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.events import (
     Recorder,
@@ -124,7 +125,13 @@ class PlanWriter:
     def update(self, mutate: Mutation) -> bool:
         """Apply ``mutate`` to the status and persist it; emit its Events. Returns whether
         the status changed."""
-        for _attempt in range(MAX_CONFLICT_RETRIES):
+        tries = 0
+
+        def attempt() -> bool:
+            nonlocal tries
+            tries += 1
+            if tries > 1:      # the write conflicted: decide again on the plan as it is now
+                self.refresh()
             before = copy.deepcopy(self.plan.get("status") or {})
             after = copy.deepcopy(before)
             events = mutate(after) or []
@@ -140,19 +147,18 @@ class PlanWriter:
                 return True
             body = copy.deepcopy(self.plan)
             body["status"] = after
-            try:
-                self.plan = self.kube.replace_status(body)
-            except ApiError as exc:
-                if exc.status == 409:
-                    self.refresh()
-                    continue
-                raise
+            self.plan = self.kube.replace_status(body)
             self.recorder.plan = self.plan
             self.changed = True
             for ev in events:
                 self.recorder.emit(ev)
             return True
-        raise PlanError(f"UpgradePlan {self.name}: status update kept conflicting")
+
+        try:
+            return retry_on_conflict(attempt, MAX_CONFLICT_RETRIES,
+                                     f"UpgradePlan {self.name} status")
+        except ConflictsExhausted as exc:
+            raise PlanError(f"UpgradePlan {self.name}: status update kept conflicting") from exc
 
     # -- common transitions -------------------------------------------------------------------
     def now(self) -> str:
