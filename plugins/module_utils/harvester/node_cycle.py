@@ -13,7 +13,9 @@ very same step functions, in the same order and with the same conditions, in one
   ``server-version`` Setting for the whole cycle; within a step a list or the plan is read
   once (the plan again after a conflicting write); every wait and every write of a kind drop
   what was remembered of that kind, so a decision is never taken on a view older than the
-  step's last wait or write;
+  step's last wait or write; a wait starts its watch from a list the step already read of
+  the same kind and selectors (at that list's resourceVersion, as an informer does) instead of
+  listing again;
 * the reaction between two steps (a hook set → the first migration, the node back → the hook
   answer) is in-process: a few API calls instead of a task boundary.
 
@@ -115,10 +117,19 @@ class CycleKube(Kube):
     def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
                      label_selector: str | None = None, field_selector: str | None = None
                      ) -> tuple[list[dict[str, Any]], str]:
-        if self._waiting:    # a wait lists to start its watch: always from the server
+        key = (api_version, kind, namespace, label_selector, field_selector)
+        if self._waiting:
+            # a wait lists to start its watch. A list this step already read (nothing of the
+            # kind written since, or it would be forgotten) serves as well, as an informer's
+            # list does: the watch starts at its resourceVersion, so everything after it
+            # arrives as events. Otherwise: from the server.
+            with self._lock:
+                hit = self._lists.get(key)
+            if hit is not None:
+                self.stats["hits"] += 1
+                return list(hit[0]), hit[1]
             return super().list_with_rv(api_version, kind, namespace, label_selector,
                                         field_selector)
-        key = (api_version, kind, namespace, label_selector, field_selector)
         plain_vmis = (api_version, kind) == VMI_KIND and not (
             namespace or label_selector or field_selector)
         with self._lock:
@@ -177,7 +188,7 @@ class CycleKube(Kube):
                            lambda: super(CycleKube, self).delete(api_version, kind, name,
                                                                  namespace, propagation))
 
-    # -- waits see the server; what was remembered is older than what a wait saw ------------
+    # -- after a wait, what was remembered is older than what the wait saw: forget it --------
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._waiting += 1

@@ -1,0 +1,77 @@
+"""CycleKube: which reads go to the server and which are answered from the step's memory, and
+Kube's raw-body parsing (no ResourceInstance)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    client,
+    node_cycle,
+)
+
+VMI = ("kubevirt.io/v1", "VirtualMachineInstance")
+
+
+class Response:
+    """What the dynamic client returns for ``serialize=False``: the urllib3 response."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+
+
+class Res:
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self.calls = calls
+        self.rv = 100
+
+    def get(self, **kw: Any) -> Response:
+        assert kw.pop("serialize") is False   # parsed by Kube, not by the dynamic client
+        self.calls.append(kw)
+        self.rv += 1
+        return Response({"kind": "VirtualMachineInstanceList", "apiVersion": "kubevirt.io/v1",
+                         "metadata": {"resourceVersion": str(self.rv)},
+                         "items": [{"metadata": {"name": "vm1", "namespace": "default"}}]})
+
+
+class Dyn:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        res = Res(self.calls)
+
+        class Resources:
+            def get(self, api_version: str, kind: str) -> Res:
+                return res
+
+        self.resources = Resources()
+
+
+def test_list_parses_the_raw_body_and_fills_in_apiversion_and_kind() -> None:
+    kube = client.Kube(Dyn())
+    items, rv = kube.list_with_rv(*VMI)
+    assert rv == "101"
+    assert items == [{"metadata": {"name": "vm1", "namespace": "default"},
+                      "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}]
+
+
+def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() -> None:
+    dyn = Dyn()
+    kube = node_cycle.CycleKube(dyn)
+    kube.begin_step("evacuate")
+    _, rv = kube.list_with_rv(*VMI)
+    assert len(dyn.calls) == 1
+    kube._waiting = 1          # what CycleKube.wait sets around Kube.wait's initial lists
+    assert kube.list_with_rv(*VMI)[1] == rv, "the wait should watch from the step's list"
+    assert len(dyn.calls) == 1
+    kube._waiting = 0
+    kube.forget(*VMI)          # e.g. a VMI/VM written: what was read is stale now
+    kube._waiting = 1
+    assert kube.list_with_rv(*VMI)[1] != rv
+    assert len(dyn.calls) == 2
+    kube._waiting = 0
+    kube.begin_step("restore")  # a new step reads afresh
+    kube._waiting = 1
+    kube.list_with_rv(*VMI, label_selector="a=b")
+    assert len(dyn.calls) == 3 and dyn.calls[-1]["label_selector"] == "a=b"
