@@ -60,7 +60,7 @@ def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() ->
     dyn = Dyn()
     kube = node_cycle.CycleKube(dyn)
     kube.begin_step("evacuate")
-    _, rv = kube.list_with_rv(*VMI)
+    rv = kube.list_with_rv(*VMI)[1]
     assert len(dyn.calls) == 1
     kube._waiting = 1          # what CycleKube.wait sets around Kube.wait's initial lists
     assert kube.list_with_rv(*VMI)[1] == rv, "the wait should watch from the step's list"

@@ -104,7 +104,7 @@ def retry_on_conflict(attempt: Callable[[], T], attempts: int, what: str) -> T:
     object, decides and writes it conditionally (its resourceVersion); while the write answers
     409 Conflict, run ``attempt`` again (it re-reads), at most ``attempts`` times. Other errors
     propagate; when every attempt conflicted, :class:`ConflictsExhausted` names ``what``."""
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         try:
             return attempt()
         except ApiError as exc:
