@@ -4,15 +4,11 @@ migration counts over a whole rolling upgrade."""
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 
 ev = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")

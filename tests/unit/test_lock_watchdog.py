@@ -4,15 +4,11 @@ module whose run was killed."""
 from __future__ import annotations
 
 import os
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 
 lock = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock")
