@@ -99,12 +99,16 @@ class ConflictsExhausted(ApiError):
         super().__init__(409, "Conflict", message)
 
 
-def retry_on_conflict(attempt: Callable[[], T], attempts: int, what: str) -> T:
-    """Optimistic concurrency, as client-go's ``RetryOnConflict``: ``attempt`` reads the
-    object, decides and writes it conditionally (its resourceVersion); while the write answers
-    409 Conflict, run ``attempt`` again (it re-reads), at most ``attempts`` times. Other errors
-    propagate; when every attempt conflicted, :class:`ConflictsExhausted` names ``what``."""
-    for _attempt in range(attempts):
+def retry_on_conflict(attempt: Callable[[], T], attempts: int, what: str,
+                      reread: Callable[[], Any] | None = None) -> T:
+    """Optimistic concurrency, as client-go's ``RetryOnConflict``: ``attempt`` decides on the
+    object and writes it conditionally (its resourceVersion); while the write answers 409
+    Conflict, call ``reread`` (when the attempt does not read for itself) and run ``attempt``
+    again, at most ``attempts`` times. Other errors propagate; when every attempt conflicted,
+    :class:`ConflictsExhausted` names ``what``."""
+    for tried in range(attempts):
+        if tried and reread is not None:
+            reread()
         try:
             return attempt()
         except ApiError as exc:

@@ -213,19 +213,14 @@ def acquire(kube: Kube, me: str, duration: int | None = None) -> dict[str, Any]:
                 "name": NAME, "namespace": NAMESPACE,
                 "labels": {"app.kubernetes.io/managed-by": "harvester.upgrade"}},
                 "spec": spec})
-        return _replace(kube, {**lease, "spec": spec})
+        # the lease as read (apiVersion, kind, namespace, resourceVersion: a conditional PUT)
+        return kube.replace({**lease, "spec": spec})
 
     try:
         return retry_on_conflict(attempt, 5, f"Lease {NAMESPACE}/{NAME}")
     except ConflictsExhausted as exc:
         raise LockHeld(f"could not take Lease {NAMESPACE}/{NAME}: too many concurrent "
                        "writers") from exc
-
-
-def _replace(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
-    """PUT the whole lease; its resourceVersion makes the write conditional (409)."""
-    return kube.replace({"apiVersion": LEASE[0], "kind": LEASE[1], **obj,
-                         "metadata": {**(obj.get("metadata") or {}), "namespace": NAMESPACE}})
 
 
 def release(kube: Kube, me: str) -> bool:

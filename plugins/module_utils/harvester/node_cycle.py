@@ -118,29 +118,24 @@ class CycleKube(Kube):
                      label_selector: str | None = None, field_selector: str | None = None
                      ) -> tuple[list[dict[str, Any]], str]:
         key = (api_version, kind, namespace, label_selector, field_selector)
-        if self._waiting:
-            # a wait lists to start its watch. A list this step already read (nothing of the
-            # kind written since, or it would be forgotten) serves as well, as an informer's
-            # list does: the watch starts at its resourceVersion, so everything after it
-            # arrives as events. Otherwise: from the server.
-            with self._lock:
-                hit = self._lists.get(key)
-            if hit is not None:
-                self.stats["hits"] += 1
-                return list(hit[0]), hit[1]
-            return super().list_with_rv(api_version, kind, namespace, label_selector,
-                                        field_selector)
         plain_vmis = (api_version, kind) == VMI_KIND and not (
             namespace or label_selector or field_selector)
         with self._lock:
+            # a wait lists to start its watch: a list this step already read (nothing of the
+            # kind written since, or it would be forgotten) serves as an informer's list does
+            # — the watch starts at its resourceVersion, so everything after it arrives as
+            # events — but not the sticky VMIs of an earlier step
             hit = self._lists.get(key)
-            if hit is None and plain_vmis and self.step not in VMI_FRESH_STEPS:
+            if hit is None and plain_vmis and not self._waiting and \
+                    self.step not in VMI_FRESH_STEPS:
                 hit = self._sticky_vmis
             if hit is not None:
                 self.stats["hits"] += 1
                 return list(hit[0]), hit[1]
         items, rv = super().list_with_rv(api_version, kind, namespace, label_selector,
                                          field_selector)
+        if self._waiting:   # not remembered: the wait's view supersedes it at once
+            return items, rv
         self.stats["lists"] += 1
         with self._lock:
             self._lists[key] = (items, rv)

@@ -58,13 +58,14 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
     """Add or drop our finalizer with a conditional write (the plan's resourceVersion); on a
     409 Conflict re-read the plan and decide again, as the status writes do. Returns whether
     the plan needed the change (in check mode: would need it; nothing is written)."""
-    current, tries = plan, 0
+    current = plan
+
+    def reread() -> None:   # conflicted: decide again on the fresh plan
+        nonlocal current
+        if current is not None:
+            current = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, current["metadata"]["name"])
 
     def attempt() -> bool:
-        nonlocal current, tries
-        tries += 1
-        if tries > 1 and current is not None:   # conflicted: decide again on the fresh plan
-            current = kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, current["metadata"]["name"])
         if current is None:
             return False
         meta = current.get("metadata") or {}
@@ -81,7 +82,8 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
                                  "resourceVersion": meta.get("resourceVersion")}})
         return True
 
-    return retry_on_conflict(attempt, CONFLICT_RETRIES, "UpgradePlan finalizers")
+    return retry_on_conflict(attempt, CONFLICT_RETRIES, "UpgradePlan finalizers",
+                             reread=reread)
 
 
 def add_finalizer(kube: Kube, plan: dict[str, Any], check_mode: bool = False) -> bool:

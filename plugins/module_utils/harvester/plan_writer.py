@@ -125,13 +125,7 @@ class PlanWriter:
     def update(self, mutate: Mutation) -> bool:
         """Apply ``mutate`` to the status and persist it; emit its Events. Returns whether
         the status changed."""
-        tries = 0
-
         def attempt() -> bool:
-            nonlocal tries
-            tries += 1
-            if tries > 1:      # the write conflicted: decide again on the plan as it is now
-                self.refresh()
             before = copy.deepcopy(self.plan.get("status") or {})
             after = copy.deepcopy(before)
             events = mutate(after) or []
@@ -155,8 +149,9 @@ class PlanWriter:
             return True
 
         try:
+            # after a conflict, decide again on the plan as it is now
             return retry_on_conflict(attempt, MAX_CONFLICT_RETRIES,
-                                     f"UpgradePlan {self.name} status")
+                                     f"UpgradePlan {self.name} status", reread=self.refresh)
         except ConflictsExhausted as exc:
             raise PlanError(f"UpgradePlan {self.name}: status update kept conflicting") from exc
 
