@@ -274,7 +274,11 @@ def main() -> None:
         return out
 
     def step(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
-        result = node_cycle.run_cycle(kube, writer, params, cycle)  # type: ignore[arg-type]
+        try:
+            result = node_cycle.run_cycle(kube, writer, params, cycle)  # type: ignore[arg-type]
+        finally:
+            if isinstance(kube, node_cycle.CycleKube):
+                kube.close()
         result["changed"] = cycle.changed
         return result
 

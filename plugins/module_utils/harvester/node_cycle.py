@@ -27,6 +27,7 @@ the last state seen). The result lists one entry per step (what happened, second
 from __future__ import annotations
 
 import copy
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -37,11 +38,18 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_steps,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+    Informer,
+    field_filter,
+    rv_int,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    FLEET_NS,
     PLAN_API,
     PLAN_KIND,
     Kube,
     PlanWriter,
+    _Stream,
 )
 
 CAPI_API = "cluster.x-k8s.io/v1beta1"
@@ -55,12 +63,22 @@ VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
 # a write of the key kind changes objects of the value kinds
 WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
                  ("kubevirt.io/v1", "VirtualMachineInstanceMigration"): [VMI_KIND]}
+# the cluster-wide sets every step reads and the waits watch: followed by an informer for the
+# whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
+INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
+            ("kubevirt.io/v1", "VirtualMachineInstanceMigration", None)}
 
 
 class CycleKube(Kube):
     """:class:`node_kube.Kube` that remembers reads for the length of a step (see module doc).
 
-    ``stats`` counts the reads served from memory (``hits``) and sent (``lists``, ``gets``)."""
+    The sets in :data:`INFORMED` are not cached per step but followed by an
+    :class:`informer.Informer` for the whole cycle: reads of them (without a label selector,
+    with at most a name/namespace/nodeName field selector) are answered from its store once it
+    has seen our last write of the kind, and waits on them subscribe to its events.
+
+    ``stats`` counts the reads served from memory (``hits``; ``informed`` of them from an
+    informer) and sent (``lists``, ``gets``)."""
 
     def __init__(self, dyn: Any, check_mode: bool = False) -> None:
         super().__init__(dyn, check_mode)
@@ -70,7 +88,94 @@ class CycleKube(Kube):
         self._sticky_vmis: tuple[list[dict[str, Any]], str] | None = None
         self._waiting = 0
         self.step = ""
-        self.stats = {"hits": 0, "lists": 0, "gets": 0}
+        self.stats = {"hits": 0, "informed": 0, "lists": 0, "gets": 0}
+        self._informers: dict[tuple[str, str, str | None], Informer | None] = {}
+        self._need: dict[tuple[str, str, str | None], int] = {}
+
+    # -- informers ---------------------------------------------------------------------------
+    def _informer_key(self, api_version: str, kind: str, namespace: str | None
+                      ) -> tuple[str, str, str | None] | None:
+        for key in ((api_version, kind, namespace), (api_version, kind, None)):
+            if key in INFORMED:
+                return key
+        return None
+
+    def _informer(self, api_version: str, kind: str, namespace: str | None,
+                  start: bool = True) -> tuple[Informer, tuple[str, str, str | None]] | None:
+        key = self._informer_key(api_version, kind, namespace)
+        if key is None:
+            return None
+        with self._lock:
+            if key in self._informers:
+                inf = self._informers[key]
+                return (inf, key) if inf is not None and inf.usable else None
+            if not start:
+                return None
+            base = super()
+            res = self.resource(api_version, kind)   # NotServed reaches the caller
+
+            def lister() -> tuple[list[dict[str, Any]], str]:
+                return base.list_with_rv(key[0], key[1], key[2])
+
+            def streamer(rv: str, timeout: int) -> Any:
+                return self.stream(res, namespace=key[2], resource_version=rv or None,
+                                   timeout=timeout, allow_watch_bookmarks=True)
+            inf = Informer(key[0], key[1], key[2], lister, streamer)
+            inf.start()          # the initial list: its errors are the caller's
+            self.stats["lists"] += 1
+            self._informers[key] = inf
+            return (inf, key) if inf.usable else None
+
+    def _informed_read(self, api_version: str, kind: str, namespace: str | None,
+                       label_selector: str | None, field_selector: str | None
+                       ) -> tuple[list[dict[str, Any]], str] | None:
+        if label_selector or self._informer_key(api_version, kind, namespace) is None:
+            return None
+        match = field_filter(field_selector)
+        found = self._informer(api_version, kind, namespace)
+        if match is None or found is None:
+            return None
+        inf, key = found
+        ns_match = match
+        if namespace and key[2] is None:
+            def ns_match(o: dict[str, Any]) -> bool:
+                return (o.get("metadata") or {}).get("namespace") == namespace and match(o)
+        snap = inf.snapshot(self._need.get(key, -1), match=ns_match)
+        if snap is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+        return snap
+
+    def close(self) -> None:
+        """Stop the informers (the cycle is over)."""
+        with self._lock:
+            for inf in self._informers.values():
+                if inf is not None:
+                    inf.stop()
+
+    def _pump(self, idx: int, st: _Stream, out: queue.Queue[Any], stop: threading.Event,
+              deadline: float) -> None:
+        """A wait on an informed set takes its events from the informer (the wait listed from
+        it, at its resourceVersion); anything else watches the server."""
+        s = st.source
+        found = None if s.label_selector else self._informer(s.api_version, s.kind,
+                                                             s.namespace, start=False)
+        match = field_filter(s.field_selector)
+        if found is not None and match is not None:
+            inf, key = found
+            ns_match = match
+            if s.namespace and key[2] is None:
+                def ns_match(o: dict[str, Any]) -> bool:
+                    return (o.get("metadata") or {}).get("namespace") == s.namespace and \
+                        match(o)
+            sub = inf.subscribe(st.rv, out, idx, ns_match)
+            if sub is not None:
+                try:
+                    stop.wait(max(0.0, deadline - time.monotonic()))
+                finally:
+                    inf.unsubscribe(sub)
+                return
+        super()._pump(idx, st, out, stop, deadline)
 
     # -- step boundaries -------------------------------------------------------------------
     def begin_step(self, name: str) -> None:
@@ -117,6 +222,10 @@ class CycleKube(Kube):
     def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
                      label_selector: str | None = None, field_selector: str | None = None
                      ) -> tuple[list[dict[str, Any]], str]:
+        informed = self._informed_read(api_version, kind, namespace, label_selector,
+                                       field_selector)
+        if informed is not None:
+            return informed
         key = (api_version, kind, namespace, label_selector, field_selector)
         plain_vmis = (api_version, kind) == VMI_KIND and not (
             namespace or label_selector or field_selector)
@@ -146,6 +255,12 @@ class CycleKube(Kube):
     # -- writes: remember the plan as written, forget the kind otherwise ---------------------
     def _wrote(self, api_version: str, kind: str, obj: dict[str, Any] | None = None) -> None:
         self.forget(api_version, kind)
+        meta = (obj or {}).get("metadata") or {}
+        key = self._informer_key(api_version, kind, meta.get("namespace"))
+        rv = rv_int(meta.get("resourceVersion"))
+        if key is not None and rv is not None:   # the next read of the kind includes this write
+            with self._lock:
+                self._need[key] = max(self._need.get(key, -1), rv)
         if obj and (api_version, kind) == (PLAN_API, PLAN_KIND) and not self._waiting:
             meta = obj.get("metadata") or {}
             with self._lock:

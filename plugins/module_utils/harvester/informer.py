@@ -1,0 +1,262 @@
+"""Informers for the node cycle: one list and one watch per resource set, kept in memory.
+
+A node's upgrade (:mod:`node_cycle`) reads the same cluster-wide sets step after step — every
+Node for the facts, the machine-plan Secrets of ``fleet-local`` for the hooks, every
+VirtualMachineInstance and VirtualMachineInstanceMigration for the evacuation — and its waits
+watch them. On a 100-node cluster that was ~9 lists of all Nodes (37 KB each), ~7 of the
+Secrets and ~3 of the 3,000 VMIs per node (docs/performance.md). An :class:`Informer` lists a
+set once and then follows it with one watch, as client-go's informers do; reads are answered
+from its store and a wait on the set subscribes to its events instead of opening a watch.
+
+Consistency (what a step may rely on), docs/performance.md "Informers in the node cycle":
+
+* **read your writes**: after our own write of an informed kind, a read waits until the
+  informer has seen that write's resourceVersion (:meth:`Informer.snapshot` ``min_rv``);
+* **read after wait**: a wait's view comes from the same informer, so what a step reads after
+  a wait is at least as new as what the wait decided on;
+* **never silently stale**: while the watch is broken (stream cut, server gone) the informer is
+  not ``healthy`` and readers go to the server instead; a 410 Gone relists.
+
+The ordering relies on resourceVersions being integers that grow with every write, as
+etcd's revisions (and the simulator's) do. Kubernetes calls them opaque: if one does not
+parse as an integer the informer declares itself unusable and every read goes to the server,
+as before.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+Event = tuple[str, dict[str, Any]]          # (type, object)
+
+
+def obj_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def rv_int(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def field_filter(field_selector: str | None) -> Callable[[dict[str, Any]], bool] | None:
+    """A client-side test for the field selectors the node cycle uses on informed sets
+    (``metadata.name=X``, ``metadata.namespace=X``, ``spec.nodeName=X``; ``,``-joined);
+    ``None`` for anything else (the caller then asks the server)."""
+    if not field_selector:
+        return lambda obj: True
+    terms: list[tuple[list[str], str]] = []
+    for term in field_selector.split(","):
+        path, sep, want = term.partition("=")
+        if not sep or want.startswith("=") or path.endswith("!") or \
+                path not in ("metadata.name", "metadata.namespace", "spec.nodeName"):
+            return None
+        terms.append((path.split("."), want))
+
+    def match(obj: dict[str, Any]) -> bool:
+        for path, want in terms:
+            cur: Any = obj
+            for part in path:
+                cur = (cur or {}).get(part) if isinstance(cur, dict) else None
+            if str(cur or "") != want:
+                return False
+        return True
+    return match
+
+
+class Informer:
+    """One resource set (``api_version``/``kind``, optionally one namespace) listed once and
+    followed by a watch in a background thread.
+
+    ``lister(api_version, kind, namespace)`` returns ``(items, resourceVersion)``;
+    ``streamer(resource_version, timeout)`` yields watch events ``{"type", "raw_object"}``
+    (both from :class:`client.Kube`). ``history`` events are kept so that a subscriber that
+    read a snapshot just before can be replayed what happened since."""
+
+    def __init__(self, api_version: str, kind: str, namespace: str | None,
+                 lister: Callable[[], tuple[list[dict[str, Any]], str]],
+                 streamer: Callable[[str, int], Any], history: int = 20000) -> None:
+        self.api_version, self.kind, self.namespace = api_version, kind, namespace
+        self._lister, self._streamer = lister, streamer
+        self._cond = threading.Condition()
+        self._items: dict[str, dict[str, Any]] = {}
+        self._rv = ""                       # last resourceVersion processed (list or event)
+        self._seen = -1                     # the same as an integer
+        self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history)
+        self._floor = -1                    # the history covers every event after this rv
+        self._subs: dict[int, tuple[queue.Queue[Any], int, Callable[[dict[str, Any]], bool]]]
+        self._subs = {}
+        self._next_sub = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.healthy = False
+        self.usable = True
+        self.events = 0
+        self.relists = 0
+
+    # -- life cycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """List (in the caller's thread: errors such as 404/NotServed reach the caller) and
+        start following the set."""
+        self._relist()
+        if not self.usable:
+            return
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"informer-{self.kind}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self.healthy = False
+            self._cond.notify_all()
+
+    def _relist(self) -> None:
+        items, rv = self._lister()
+        seen = rv_int(rv)
+        fresh = {obj_key(o): o for o in items}
+        with self._cond:
+            if seen is None or any(rv_int((o.get("metadata") or {}).get("resourceVersion"))
+                                   is None for o in items):
+                self.usable = False
+                self.healthy = False
+                self._cond.notify_all()
+                return
+            old = self._items
+            self._items, self._rv, self._seen = fresh, rv, seen
+            # subscribers see the difference as events; the history starts again here
+            for key, obj in old.items():
+                if key not in fresh:
+                    self._publish(seen, "DELETED", obj)
+            for key, obj in fresh.items():
+                if old.get(key) is not obj and (key in old or self._thread is not None):
+                    self._publish(seen, "MODIFIED", obj)
+            self._history.clear()
+            self._floor = seen
+            self.healthy = True
+            self._cond.notify_all()
+
+    def _publish(self, rv: int, etype: str, obj: dict[str, Any]) -> None:
+        for q, idx, match in self._subs.values():
+            if match(obj):
+                q.put((idx, etype, obj))
+
+    def _apply(self, etype: str, obj: dict[str, Any]) -> None:
+        rv = rv_int((obj.get("metadata") or {}).get("resourceVersion"))
+        with self._cond:
+            if rv is None:
+                self.usable = self.healthy = False
+                self._cond.notify_all()
+                return
+            self.events += 1
+            self.healthy = True
+            if etype != "BOOKMARK":
+                key = obj_key(obj)
+                if etype == "DELETED":
+                    self._items.pop(key, None)
+                else:
+                    self._items[key] = obj
+                self._history.append((rv, etype, obj))
+                if len(self._history) == self._history.maxlen:
+                    self._floor = self._history[0][0] - 1
+                self._publish(rv, etype, obj)
+            if rv > self._seen:
+                self._seen, self._rv = rv, str(rv)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set() and self.usable:
+            gone = False
+            try:
+                for ev in self._streamer(self._rv, 60):
+                    if self._stop.is_set():
+                        return
+                    raw = ev.get("raw_object") or {}
+                    etype = ev.get("type") or ""
+                    if etype == "ERROR":
+                        gone = raw.get("code") == 410
+                        break
+                    self._apply(etype, raw)
+                else:   # the server ended a quiet stream: it was connected all along
+                    with self._cond:
+                        self.healthy = True
+                        self._cond.notify_all()
+                    backoff = 0.2
+                    continue
+            except Exception as exc:  # noqa: BLE001 - cut stream / transient error
+                gone = getattr(exc, "status", None) == 410
+                if not gone:
+                    self._unhealthy()
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+            if gone:
+                self._unhealthy()
+                try:
+                    self.relists += 1
+                    self._relist()
+                except Exception:  # noqa: BLE001 - retried
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+
+    def _unhealthy(self) -> None:
+        with self._cond:
+            self.healthy = False
+            self._cond.notify_all()
+
+    # -- reads -------------------------------------------------------------------------------
+    def snapshot(self, min_rv: int = -1, timeout: float = 10.0,
+                 match: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> tuple[list[dict[str, Any]], str] | None:
+        """The set's objects (those ``match`` accepts) and the resourceVersion they are at,
+        once the informer has seen ``min_rv``; ``None`` if it is not healthy or has not caught
+        up within ``timeout`` (the caller then asks the server)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.usable and not self._stop.is_set() and \
+                    (not self.healthy or self._seen < min_rv):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            if not (self.usable and self.healthy) or self._stop.is_set():
+                return None
+            items = list(self._items.values())
+            if match is not None:
+                items = [o for o in items if match(o)]
+            return items, self._rv
+
+    def seen(self) -> int:
+        with self._cond:
+            return self._seen
+
+    def subscribe(self, rv: str, out: queue.Queue[Any], idx: int,
+                  match: Callable[[dict[str, Any]], bool]) -> int | None:
+        """Deliver ``(idx, type, object)`` to ``out`` for every change after ``rv`` (a
+        resourceVersion a :meth:`snapshot` returned) of the objects ``match`` accepts, replaying
+        what the history holds; ``None`` if it no longer holds all of it."""
+        start = rv_int(rv)
+        with self._cond:
+            if start is None or not self.usable or start < self._floor:
+                return None
+            for ev_rv, etype, obj in self._history:
+                if ev_rv > start and match(obj):
+                    out.put((idx, etype, obj))
+            sub = self._next_sub
+            self._next_sub += 1
+            self._subs[sub] = (out, idx, match)
+            return sub
+
+    def unsubscribe(self, sub: int) -> None:
+        with self._cond:
+            self._subs.pop(sub, None)
