@@ -29,6 +29,13 @@ description:
   - Faster than one task per step - one API client and discovery, the upgrade lock taken once
     (renewed when due), reads that the previous step's view still answers served from memory,
     and no task boundary between a hook and the reaction to it (docs/performance.md).
+  - Head start (I(head_start), serial play of one node at a time) - once the node is done,
+    when Rancher asks within I(head_start_wait) seconds to drain another node of I(play), the
+    module marks that node C(PreDraining), asks its non-migratable VMs to stop and starts its
+    first migrations, then returns; that node's own cycle adopts them. Rancher's pre-drain is
+    then answered within the watch latency instead of after the play's hand-over to the next
+    host. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a node
+    outside I(play); a head start never fails the task or the plan.
   - On a deadline the module fails with C(awaited) and C(last_seen) (and the node/plan marked
     failed as the step modules do); C(steps) still lists what was done.
 author:
@@ -115,6 +122,21 @@ options:
     description: Fail when a VM could not be restored.
     type: bool
     default: false
+  play:
+    description: The hosts (node names) of the serial play, for the head start; empty - no
+      head start.
+    type: list
+    elements: str
+    default: []
+  head_start:
+    description: Start the evacuation of the node Rancher drains next before returning (see
+      the description). Only with I(target_aware) and a batch of one node.
+    type: bool
+    default: true
+  head_start_wait:
+    description: Seconds to wait, after this node is done, for Rancher to ask for the next one.
+    type: int
+    default: 10
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 notes:
@@ -199,6 +221,12 @@ failed:
   returned: always
   type: list
   elements: str
+head_start:
+  description: What the head start did - C(next) (the node Rancher drains next), C(started)
+    (VMs whose migration started), C(stopping) (VMs asked to stop), C(why) (why nothing or not
+    everything was started).
+  returned: when a head start ran to its end
+  type: dict
 evacuation:
   description: The evacuation decision per VM (as M(harvester.upgrade.vm_evacuate)).
   returned: when the evacuation step ran
@@ -240,7 +268,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_k
 INT_OPTIONS = {"pause_timeout": 0, "hook_timeout": 7200, "concurrency": 2, "retries": 2,
                "migration_timeout": 900, "evacuation_timeout": 3600, "volume_timeout": 1800,
                "pdb_timeout": 1800, "shutdown_timeout": 600, "job_timeout": 3600,
-               "node_timeout": 1800, "release_timeout": 1800, "restore_timeout": 900}
+               "node_timeout": 1800, "release_timeout": 1800, "restore_timeout": 900,
+               "head_start_wait": 10}
 
 
 def main() -> None:
@@ -251,6 +280,8 @@ def main() -> None:
         target_aware={"type": "bool", "default": True},
         restore={"type": "bool"},
         restore_fail_on_error={"type": "bool", "default": False},
+        play={"type": "list", "elements": "str", "default": []},
+        head_start={"type": "bool", "default": True},
         **{k: {"type": "int", "default": v} for k, v in INT_OPTIONS.items()},
     )
     module = node_module.new_module(spec)
@@ -260,7 +291,8 @@ def main() -> None:
     params = node_cycle.Params(
         node=p["node"], batch=list(p["batch"] or []), single_node=p["single_node"],
         target_aware=p["target_aware"], restore=p["restore"],
-        restore_fail_on_error=p["restore_fail_on_error"],
+        restore_fail_on_error=p["restore_fail_on_error"], play=list(p["play"] or []),
+        head_start=p["head_start"],
         **{k: p[k] for k in INT_OPTIONS})
     cycle = node_cycle.Cycle(p["node"])
 

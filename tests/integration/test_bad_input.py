@@ -7,8 +7,9 @@ would create the UpgradePlan, so a missed validation shows as a change) and asse
 * the run fails (rc != 0) and its output contains every ``expect`` string (the field or
   value at fault, or the API error);
 * no object the collection writes was created or modified: the snapshot is every object
-  carrying a managedFields entry of the collection's user agent (the kubernetes client,
-  ``OpenAPI-Generator``), with its resourceVersion, before and after.
+  carrying a managedFields entry of the collection's user agents (its modules send
+  ``harvester-upgrade/<module>``, kubernetes.core's ``OpenAPI-Generator``), with its
+  resourceVersion, before and after.
 
 A row may carry an ``xfail`` reason (what the collection is missing); none does now.
 """
@@ -28,7 +29,8 @@ pytest.importorskip("harvester_sim")
 
 from harvester_sim import testing  # noqa: E402
 
-AGENT = "OpenAPI-Generator"  # field manager of the kubernetes Python client
+# field managers: the collection's modules, and the kubernetes Python client's default
+AGENT = ("harvester-upgrade", "OpenAPI-Generator")
 PREFLIGHT = {"upgrade_what_if": False}
 PLAN_API = "management.harvesterhci.io/v1beta1"
 

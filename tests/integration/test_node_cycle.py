@@ -5,8 +5,9 @@ module call per node; ``steps``: one task per step).
    (rebooted) once, migrations at the lower bound, the shut-down VMs restored, no invariant
    violation; node mode prints one summary line per step, steps mode runs one task per step.
 2. Resume: the node loop alone (``playbooks/node_upgrade.yml`` from ``ClusterUpgraded``) is
-   killed (SIGKILL, the whole process group) while the first node reboots, then re-run: the
-   node is neither evacuated nor rebooted again, and the run completes.
+   killed (SIGKILL, the whole process group) while the first node reboots, or just after the
+   first node's cycle started the second node's migrations (head start), then re-run: no node
+   is evacuated or rebooted twice, migrations stay at the lower bound, and the run completes.
 """
 
 from __future__ import annotations
@@ -108,8 +109,10 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     assert res.output.count("TASK [harvester.upgrade.node_upgrade : Upgrade") >= len(order)
     assert "Wait for Rancher to ask to drain" not in res.output
     for step in ("await pre-drain", "evacuate", "answer pre-drain", "os upgrade",
-                 "await release", "restore"):
+                 "await release", "restore", "head start"):
         assert step in res.output, step
+    # every node but the first had its evacuation started by the previous node's head start
+    assert res.output.count("migration(s) started") == len(order) - 1, res
 
 
 def _state(sim: Any, node: str) -> str:
@@ -118,7 +121,21 @@ def _state(sim: Any, node: str) -> str:
     return str((st.get(node) or {}).get("state") or "")
 
 
-def test_killed_mid_node_resumes_without_redoing(simulator: Any) -> None:
+def _head_started(sim: Any, order: list[str]) -> str:
+    """The second node's evacuation started by the first node's cycle (head start)."""
+    c = sim.world.client
+    migs = c.list("kubevirt.io/v1", "VirtualMachineInstanceMigration")
+    if _state(sim, order[1]) == "PreDraining" and any(
+            (m["metadata"].get("labels") or {}).get("management.harvesterhci.io/node")
+            == order[1] for m in migs):
+        return "head start"
+    return ""
+
+
+@pytest.mark.parametrize("kill_at", ["WaitingReboot", "head start"])
+def test_killed_mid_node_resumes_without_redoing(simulator: Any, kill_at: str) -> None:
+    """Killed while the first node reboots, or right after its cycle started the second
+    node's migrations (head start): the re-run redoes nothing and adopts what runs."""
     from harvester_sim import report as rep
     sim = simulator("three-node", speed=SPEED)
     start, running, order = _snapshot(sim)
@@ -133,9 +150,13 @@ def test_killed_mid_node_resumes_without_redoing(simulator: Any) -> None:
     deadline, killed_at = time.monotonic() + 300, ""
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if _state(sim, first) == "WaitingReboot":
+            if kill_at == "WaitingReboot" and _state(sim, first) == "WaitingReboot":
                 killed_at = "WaitingReboot"
                 break
+            if kill_at == "head start":
+                killed_at = _head_started(sim, order)
+                if killed_at:
+                    break
             time.sleep(0.02)
     finally:
         if proc.poll() is None:
@@ -155,7 +176,8 @@ def test_killed_mid_node_resumes_without_redoing(simulator: Any) -> None:
     assert int(report["vm_migrations"]["total"]) == _bound(
         sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
     assert running <= nu.running_vms(sim)
-    # the resumed first node: past pre-drain, so no evacuation; its job awaited, not redone
-    assert "node already past pre-drain" in res.output or \
-        "already past evacuation (WaitingReboot)" in res.output, res
+    if kill_at == "WaitingReboot":
+        # the resumed first node: past pre-drain, so no evacuation; its job awaited, not redone
+        assert "node already past pre-drain" in res.output or \
+            "already past evacuation (WaitingReboot)" in res.output, res
     assert "nodes upgraded 3/3" in res.output, res      # the progress callback follows it

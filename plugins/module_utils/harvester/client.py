@@ -159,7 +159,18 @@ class Kube:
         auth = {k: module.params[k] for k in AUTH_ARG_SPEC
                 if module.params.get(k) is not None}
         warn_insecure(module, auth)
-        return cls(get_api_client(**auth).client, check_mode=bool(module.check_mode))
+        kube = cls(get_api_client(**auth).client, check_mode=bool(module.check_mode))
+        kube.identify(module)
+        return kube
+
+    def identify(self, module: Any) -> None:
+        """Send ``User-Agent: harvester-upgrade/<module>``: the apiserver's audit log (and the
+        simulator's report) then say which module made each request."""
+        name = str(getattr(module, "_name", "") or "module").rsplit(".", 1)[-1]
+        try:
+            self.dyn.client.user_agent = f"harvester-upgrade/{name}"
+        except AttributeError:   # a test double without an ApiClient
+            pass
 
     @property
     def host(self) -> str:

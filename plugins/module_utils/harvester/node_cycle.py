@@ -335,6 +335,9 @@ class Params:
     restore_timeout: int = 900
     restore: bool | None = None
     restore_fail_on_error: bool = False
+    play: list[str] = field(default_factory=list)   # the serial play's hosts (head start)
+    head_start: bool = True
+    head_start_wait: int = 10
 
 
 @dataclass
@@ -481,6 +484,30 @@ def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
                                                              p.release_timeout),
               lambda r: "uncordoned, annotations cleared, kubelet current")
     _restore(kube, writer, p, cycle, result)
+    if p.head_start and p.play and p.target_aware and len(p.batch or [node]) <= 1:
+        _head_start(kube, writer, p, cycle, result)
+
+
+def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                result: dict[str, Any]) -> None:
+    """Start the evacuation of the node Rancher drains next (node_steps.head_start). A
+    failure here fails nothing: that node's own cycle does the whole evacuation anyway."""
+    def text(r: dict[str, Any]) -> str:
+        if r.get("started") or r.get("stopping"):
+            return (f"{len(r['started'])} migration(s) started off {r['next']}, "
+                    f"{len(r['stopping'])} VM(s) asked to stop"
+                    + (f" ({r['why']})" if r.get("why") else ""))
+        return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
+    try:
+        res = cycle.run("head start", kube, lambda: node_steps.head_start(
+            kube, writer, p.node, p.play, wait=p.head_start_wait, concurrency=p.concurrency,
+            shutdown_timeout=p.shutdown_timeout), text)
+    except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
+        cycle.steps[-1]["status"] = "skipped"
+        cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \
+            "); the next node's own cycle evacuates it"
+        return
+    result["head_start"] = {k: res.get(k) for k in ("next", "started", "stopping", "why")}
 
 
 def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

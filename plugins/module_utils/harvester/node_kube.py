@@ -30,6 +30,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
     NotServed,
     retry_on_conflict,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+    obj_key,
+)
 
 PLAN_API = "management.harvesterhci.io/v1beta1"
 PLAN_KIND = "UpgradePlan"
@@ -108,12 +111,6 @@ class _Stream:
     source: Source
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
     rv: str = ""
-
-
-def _obj_key(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
 class Kube(client.Kube):
@@ -212,14 +209,14 @@ class Kube(client.Kube):
         s = st.source
         items, rv = self.list_with_rv(s.api_version, s.kind, s.namespace, s.label_selector,
                                       s.field_selector)
-        st.items = {_obj_key(o): o for o in items}
+        st.items = {obj_key(o): o for o in items}
         st.rv = rv
 
     @staticmethod
     def _apply(st: _Stream, etype: str, obj: dict[str, Any] | None) -> None:
         if etype == "RELIST" or obj is None:
             return
-        key = _obj_key(obj)
+        key = obj_key(obj)
         if etype == "DELETED":
             st.items.pop(key, None)
         else:
@@ -269,7 +266,7 @@ class Kube(client.Kube):
                         continue
                     seen = set()
                     for o in items:
-                        seen.add(_obj_key(o))
+                        seen.add(obj_key(o))
                         out.put((idx, "MODIFIED", o))
                     for key in list(st.items):
                         if key not in seen:

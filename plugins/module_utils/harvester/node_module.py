@@ -46,6 +46,7 @@ def kube_for(module: AnsibleModule, client: type[Kube] = Kube) -> Kube:
     warn_insecure(module, auth)
     kube = client.from_options(**auth)
     kube.check_mode = module.check_mode
+    kube.identify(module)
     return kube
 
 

@@ -23,6 +23,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order as no,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+    obj_key,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
     FLEET_NS,
     JOB_TYPE_LABEL,
@@ -343,6 +346,64 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
     return {"changed": False}
 
 
+def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
+               concurrency: int = 2, shutdown_timeout: float = 600) -> dict[str, Any]:
+    """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
+    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
+    ``PreDraining``, ask its non-migratable VMs to stop, start its first migrations — and
+    return without waiting. That node's own cycle then adopts what was started (its
+    evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
+    by an action within the watch latency instead of after the play's hand-over to the next
+    host. Nothing is started for a paused node, a node the gate would refuse, a node
+    Longhorn or a PDB makes wait, or a node outside the play; nothing here fails the plan.
+
+    Returns ``{"changed", "next", "why", "started", "stopping"}``."""
+    out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
+                           "stopping": []}
+    plan = writer.refresh()
+    check_phase(plan)
+    facts = cluster_facts(kube, plan)
+    pre_hook, _post_hook = hook_names(kube)
+    if not [f for f in facts if f["name"] in play and f["name"] != node and not f["upgraded"]]:
+        return {**out, "why": "no other node of the play is left to upgrade"}
+    by_secret = {f["machine_plan_secret"]: f for f in facts if f["machine_plan_secret"]}
+
+    def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        for key, sec in view["Secret"].items():
+            f = by_secret.get(key.split("/", 1)[1])
+            ann = _secret_ann(sec)
+            if f and f["name"] != node and ann.get(no.PRE_DRAIN) and \
+                    ann.get(pre_hook) != ann.get(no.PRE_DRAIN):
+                return {"node": f["name"]}
+        return None
+
+    try:
+        found = kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=wait,
+                          what="Rancher's pre-drain on the next node")
+    except WaitTimeout:
+        return {**out, "why": f"Rancher asked to drain no other node within {wait:g}s"}
+    nxt = found["node"]
+    out["next"] = nxt
+    if nxt not in play:
+        return {**out, "why": f"Rancher drains {nxt}, which is not a host of this play"}
+    if nxt in paused_nodes(writer.plan):
+        return {**out, "why": f"{nxt} is paused (pauseNodes)"}
+    try:
+        g = gate(kube, writer, [nxt], nxt)
+    except NodeLoopError as exc:
+        return {**out, "why": str(exc)}
+    if nxt not in g["todo"] or g.get("restore_only"):
+        return {**out, "why": f"{nxt} has nothing to evacuate ({g['why']})"}
+    out["changed"] = writer.set_node_state(nxt, "PreDraining")
+    res = evacuate(kube, writer, nxt, concurrency=concurrency, shutdown_timeout=shutdown_timeout,
+                   start_only=True)
+    out["changed"] |= bool(res.get("changed"))
+    out["started"] = res.get("started") or []
+    out["stopping"] = res.get("shutdown") or []
+    out["why"] = res.get("deferred") or res.get("skipped") or ""
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Evacuation
 # ---------------------------------------------------------------------------------------------
@@ -509,9 +570,9 @@ def restore_pending(kube: Kube, writer: PlanWriter, node: str) -> bool:
 
 
 def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
-             timeout: float) -> dict[str, Any]:
+             timeout: float, wait: bool = True) -> dict[str, Any]:
     """Stop each VM (runStrategy Halted, previous strategy kept in an annotation) and wait
-    for its VMI to be gone."""
+    for its VMI to be gone (``wait=False``: only ask; the caller's next evacuation waits)."""
     ok, failed = [], []
     for s in shutdowns:
         vm = kube.get(VM_API, "VirtualMachine", s.vm.name, s.vm.namespace)
@@ -534,6 +595,8 @@ def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutd
             ok.append(s.vm.key)
         except Exception as exc:  # noqa: BLE001 - reported below, fails the step
             failed.append(f"{s.vm.key}: {exc}")
+    if not wait:
+        return {"stopped": ok, "failed": failed}
     keys = {s.vm.key for s in shutdowns}
     if keys and not failed:
         try:
@@ -683,9 +746,15 @@ def _migration_failure(m: dict[str, Any], vmi: dict[str, Any] | None) -> str:
 def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = True,
              concurrency: int = 2, retries: int = 2, migration_timeout: float = 900,
              timeout: float = 3600, volume_timeout: float = 1800, pdb_timeout: float = 1800,
-             shutdown_all: bool = False, shutdown_timeout: float = 600) -> dict[str, Any]:
+             shutdown_all: bool = False, shutdown_timeout: float = 600,
+             start_only: bool = False) -> dict[str, Any]:
     """Empty ``node`` of running VMs: shut down (and record) the non-migratable ones, taint the
-    node, live-migrate the rest to upgraded nodes where possible. Idempotent."""
+    node, live-migrate the rest to upgraded nodes where possible. Idempotent.
+
+    ``start_only`` (the previous node's head start, node_cycle): ask the non-migratable VMs
+    to stop and start the first ``concurrency`` migrations, then return without waiting,
+    tainting or failing anything; the node's own evacuation adopts what was started. When
+    Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``)."""
     plan = writer.refresh()
     facts = cluster_facts(kube, plan)
     fact = fact_for(facts, node)
@@ -710,13 +779,18 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         return result
     if not shutdown_all:
         try:
-            vol = wait_volumes_safe(kube, node, volume_timeout)
-            pdb = wait_pdbs(kube, node, pdb_timeout)
+            vol = wait_volumes_safe(kube, node, 0 if start_only else volume_timeout)
+            pdb = wait_pdbs(kube, node, 0 if start_only else pdb_timeout)
         except WaitTimeout as exc:
+            if start_only:
+                return {**result, "deferred": str(exc)}
             writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
             raise
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
+    if start_only:
+        return _start_evacuation(kube, writer, node, p, nodes, result, concurrency=concurrency,
+                                 shutdown_timeout=shutdown_timeout)
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
@@ -758,10 +832,29 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     return result
 
 
+def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
+                      nodes: list[ev.NodeView], result: dict[str, Any], *, concurrency: int,
+                      shutdown_timeout: float) -> dict[str, Any]:
+    """``evacuate(start_only=True)``: the stops asked and the first migrations started."""
+    if p.shutdown:
+        keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
+        result["changed"] |= record_shutdowns(kube, writer, node, keys)
+        res = stop_vms(kube, writer, node, p.shutdown, shutdown_timeout, wait=False)
+        result["changed"] |= bool(res["stopped"])
+        if res["failed"]:
+            return {**result, "deferred": "; ".join(res["failed"])}
+    if p.migrate:
+        _migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
+                     concurrency=concurrency, retries=0, migration_timeout=0, timeout=0,
+                     start_only=True)
+        result["changed"] |= bool(result["started"])
+    return result
+
+
 def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                  nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
                  concurrency: int, retries: int, migration_timeout: float,
-                 timeout: float) -> None:
+                 timeout: float, start_only: bool = False) -> None:
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
@@ -780,7 +873,9 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
         if target_aware and move.target:
             spec["addedNodeSelector"] = {"kubernetes.io/hostname": host_label.get(
                 move.target, move.target)}
-        digest = hashlib.sha1(f"{key}/{attempts[key]}".encode()).hexdigest()[:5]
+        # unique per VM, source node and attempt: a VM moved again off a later node gets a new
+        # name (KubeVirt keeps finished migrations; the same name would be a 409)
+        digest = hashlib.sha1(f"{key}/{node}/{attempts[key]}".encode()).hexdigest()[:5]
         body = {"apiVersion": VMI_API, "kind": VMIM_KIND,
                 "metadata": {"name": _safe_name(f"{move.vm.name}-upgrade-{digest}"),
                              "namespace": move.vm.namespace, "labels": labels},
@@ -888,6 +983,12 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
             parts.append(f"queued: {', '.join(m.vm.key for m in queue_)}")
         return "; ".join(parts)
 
+    if start_only:   # one decision on the current view: start what may start, leave
+        on_change({"VirtualMachineInstance": {obj_key(o): o for o in _try_items(
+            kube, VMI_API, "VirtualMachineInstance")},
+            VMIM_KIND: {obj_key(o): o for o in _try_items(kube, VMI_API, VMIM_KIND)}})
+        result["started"] = sorted(active)
+        return
     try:
         kube.wait([Source(VMI_API, "VirtualMachineInstance"), Source(VMI_API, VMIM_KIND)],
                   pred, on_change=on_change, timeout=timeout, describe=describe,
