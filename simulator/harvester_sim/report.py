@@ -190,8 +190,11 @@ def _node_of(span: dict[str, Any]) -> str:
 
 def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Spans implied by events, for work no controller records as a span: migrations from
-    ``vm_migration_succeeded`` (``source``, ``duration_s``) and reboots from ``node_reboot``
-    to the node's next ``node_ready``. Only kinds without any real span are derived."""
+    ``vm_migration_succeeded`` (``source``, ``duration_s``), reboots from ``node_reboot``
+    to the node's next ``node_ready``, and image cleanup from each ``*-image-cleanup`` SUC
+    Job's ``suc_job_created`` to its ``suc_node_applied`` (the whole Job: pod start, the
+    program, completion — the toolkit runs them one node at a time). Only kinds without any
+    real span are derived."""
     have = {e.get("what") for e in timeline if e.get("event") == "span"}
     out: list[dict[str, Any]] = []
     if "migration" not in have:
@@ -201,6 +204,19 @@ def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 out.append({"event": "span", "what": "migration", "derived": True,
                             "node": e.get("source") or e.get("node"), "vm": e.get("vm"),
                             "start": t - float(e["duration_s"]), "end": t, "t": t})
+    if "image_cleanup" not in have:
+        started: dict[tuple[str, str], float] = {}
+        for e in timeline:
+            plan = str(e.get("plan") or "")
+            if not plan.endswith("-image-cleanup"):
+                continue
+            key = (plan, str(e.get("node") or ""))
+            t = float(e.get("t") or 0.0)
+            if e.get("event") == "suc_job_created":
+                started.setdefault(key, t)
+            elif e.get("event") == "suc_node_applied" and key in started:
+                out.append({"event": "span", "what": "image_cleanup", "derived": True,
+                            "node": key[1], "start": started.pop(key), "end": t, "t": t})
     if "reboot" not in have:
         down: dict[str, float] = {}
         for e in timeline:

@@ -55,6 +55,19 @@ def test_critical_path_from_spans() -> None:
     assert cp["total_s"] == 60 + 70 + 300 + 655 + 15
 
 
+def test_image_cleanup_is_derived_from_the_suc_jobs() -> None:
+    tl = [{"t": 100, "event": "suc_job_created", "plan": "p-image-cleanup", "node": "n1"},
+          {"t": 118, "event": "suc_node_applied", "plan": "p-image-cleanup", "node": "n1"},
+          {"t": 120, "event": "suc_job_created", "plan": "p-image-cleanup", "node": "n2"},
+          {"t": 150, "event": "suc_node_applied", "plan": "p-image-cleanup", "node": "n2"},
+          {"t": 10, "event": "suc_job_created", "plan": "p-image-preload", "node": "n1"},
+          {"t": 90, "event": "suc_node_applied", "plan": "p-image-preload", "node": "n1"}]
+    assert report.critical_path(tl)["image_cleanup_s"] == 18 + 30
+    # a real span wins: nothing is derived then
+    assert report.critical_path([*tl, span("image_cleanup", 0, 5, node="n1")])[
+        "image_cleanup_s"] == 5
+
+
 def test_critical_path_of_nothing_is_zero() -> None:
     assert report.critical_path([])["total_s"] == 0
     assert report.critical_path([{"event": "span", "what": "reboot"}])["total_s"] == 0
