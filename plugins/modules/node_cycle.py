@@ -31,8 +31,9 @@ description:
     and no task boundary between a hook and the reaction to it (docs/performance.md).
   - Head start (I(head_start), serial play of one node at a time) - once the node is done,
     when Rancher asks within I(head_start_wait) seconds to drain another node of I(play), the
-    module marks that node C(PreDraining), asks its non-migratable VMs to stop and starts its
-    first migrations, then returns; that node's own cycle adopts them. Rancher's pre-drain is
+    module marks that node C(PreDraining), asks its non-migratable VMs to stop and creates its
+    planned migrations (KubeVirt runs them as its per-node and per-cluster limits allow), then
+    returns; that node's own cycle adopts them. Rancher's pre-drain is
     then answered within the watch latency instead of after the play's hand-over to the next
     host. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a node
     outside I(play); a head start never fails the task or the plan.

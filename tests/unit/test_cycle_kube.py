@@ -13,7 +13,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 
 VMI = ("kubevirt.io/v1", "VirtualMachineInstance")
-POD = ("v1", "Pod")    # not followed by an informer (node_cycle.INFORMED): cached per step
+POD = ("batch/v1", "Job")   # not followed by an informer (node_cycle.INFORMED): per step
 
 
 class Response:

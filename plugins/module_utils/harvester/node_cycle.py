@@ -66,7 +66,10 @@ WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
 # the cluster-wide sets every step reads and the waits watch: followed by an informer for the
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
 INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
-            ("kubevirt.io/v1", "VirtualMachineInstanceMigration", None)}
+            ("kubevirt.io/v1", "VirtualMachineInstanceMigration", None), ("v1", "Pod", None),
+            ("policy/v1", "PodDisruptionBudget", None),
+            ("longhorn.io/v1beta2", "Volume", "longhorn-system"),
+            ("longhorn.io/v1beta2", "Replica", "longhorn-system")}
 
 
 class CycleKube(Kube):
@@ -90,6 +93,7 @@ class CycleKube(Kube):
         self.step = ""
         self.stats = {"hits": 0, "informed": 0, "lists": 0, "gets": 0}
         self._informers: dict[tuple[str, str, str | None], Informer | None] = {}
+        self._starting: dict[tuple[str, str, str | None], threading.Event] = {}
         self._need: dict[tuple[str, str, str | None], int] = {}
 
     # -- informers ---------------------------------------------------------------------------
@@ -111,6 +115,16 @@ class CycleKube(Kube):
                 return (inf, key) if inf is not None and inf.usable else None
             if not start:
                 return None
+            starting = self._starting.get(key)
+            if starting is None:
+                starting = self._starting[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:   # another thread is listing it: use its informer (or try again)
+            starting.wait()
+            return self._informer(api_version, kind, namespace, start)
+        try:
             base = super()
             res = self.resource(api_version, kind)   # NotServed reaches the caller
 
@@ -122,9 +136,14 @@ class CycleKube(Kube):
                                    timeout=timeout, allow_watch_bookmarks=True)
             inf = Informer(key[0], key[1], key[2], lister, streamer)
             inf.start()          # the initial list: its errors are the caller's
-            self.stats["lists"] += 1
-            self._informers[key] = inf
+            with self._lock:
+                self.stats["lists"] += 1
+                self._informers[key] = inf
             return (inf, key) if inf.usable else None
+        finally:
+            with self._lock:
+                self._starting.pop(key, None)
+            starting.set()
 
     def _informed_read(self, api_version: str, kind: str, namespace: str | None,
                        label_selector: str | None, field_selector: str | None
@@ -145,6 +164,27 @@ class CycleKube(Kube):
             self.stats["hits"] += 1
             self.stats["informed"] += 1
         return snap
+
+    def prefetch(self) -> None:
+        """Start every informer at once, their initial lists side by side (the server and
+        this process work in parallel); a set that is not served is left to its first read."""
+        def start(key: tuple[str, str, str | None]) -> None:
+            try:
+                self._informer(*key)
+            except Exception:  # noqa: BLE001 - the first real read raises it
+                pass
+        keys = []
+        for key in sorted(INFORMED, key=str):   # discovery first, in this thread
+            try:
+                self.resource(key[0], key[1])
+                keys.append(key)
+            except Exception:  # noqa: BLE001 - e.g. no Longhorn: left to its first read
+                pass
+        threads = [threading.Thread(target=start, args=(k,), daemon=True) for k in keys]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def close(self) -> None:
         """Stop the informers (the cycle is over)."""
@@ -401,6 +441,7 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     s = node_steps
     result: dict[str, Any] = {"node": node, "done": False, "paused": False, "passed": False,
                               "migrated": [], "shutdown": [], "restored": [], "failed": []}
+    kube.prefetch()
     gate = cycle.run("gate", kube, lambda: s.gate(kube, writer, p.batch or [node], node),
                      lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
                                f"{r['expected']} ({r['why']})")
@@ -500,7 +541,7 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
         return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
     try:
         res = cycle.run("head start", kube, lambda: node_steps.head_start(
-            kube, writer, p.node, p.play, wait=p.head_start_wait, concurrency=p.concurrency,
+            kube, writer, p.node, p.play, wait=p.head_start_wait,
             shutdown_timeout=p.shutdown_timeout), text)
     except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
         cycle.steps[-1]["status"] = "skipped"

@@ -347,10 +347,10 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
 
 
 def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
-               concurrency: int = 2, shutdown_timeout: float = 600) -> dict[str, Any]:
+               shutdown_timeout: float = 600) -> dict[str, Any]:
     """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
     the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
-    ``PreDraining``, ask its non-migratable VMs to stop, start its first migrations — and
+    ``PreDraining``, ask its non-migratable VMs to stop, create its planned migrations — and
     return without waiting. That node's own cycle then adopts what was started (its
     evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
     by an action within the watch latency instead of after the play's hand-over to the next
@@ -395,8 +395,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     if nxt not in g["todo"] or g.get("restore_only"):
         return {**out, "why": f"{nxt} has nothing to evacuate ({g['why']})"}
     out["changed"] = writer.set_node_state(nxt, "PreDraining")
-    res = evacuate(kube, writer, nxt, concurrency=concurrency, shutdown_timeout=shutdown_timeout,
-                   start_only=True)
+    res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True)
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
@@ -752,7 +751,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     node, live-migrate the rest to upgraded nodes where possible. Idempotent.
 
     ``start_only`` (the previous node's head start, node_cycle): ask the non-migratable VMs
-    to stop and start the first ``concurrency`` migrations, then return without waiting,
+    to stop and create every planned migration (KubeVirt runs them as its per-node and
+    per-cluster limits allow, the rest wait Pending), then return without waiting,
     tainting or failing anything; the node's own evacuation adopts what was started. When
     Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``)."""
     plan = writer.refresh()
@@ -789,7 +789,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
     if start_only:
-        return _start_evacuation(kube, writer, node, p, nodes, result, concurrency=concurrency,
+        return _start_evacuation(kube, writer, node, p, nodes, result,
                                  shutdown_timeout=shutdown_timeout)
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
@@ -833,9 +833,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
 
 
 def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
-                      nodes: list[ev.NodeView], result: dict[str, Any], *, concurrency: int,
+                      nodes: list[ev.NodeView], result: dict[str, Any], *,
                       shutdown_timeout: float) -> dict[str, Any]:
-    """``evacuate(start_only=True)``: the stops asked and the first migrations started."""
+    """``evacuate(start_only=True)``: the stops asked and its planned migrations created."""
     if p.shutdown:
         keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
         result["changed"] |= record_shutdowns(kube, writer, node, keys)
@@ -843,9 +843,9 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         result["changed"] |= bool(res["stopped"])
         if res["failed"]:
             return {**result, "deferred": "; ".join(res["failed"])}
-    if p.migrate:
+    if p.migrate:   # all of them: KubeVirt queues them by its own limits (per node, cluster)
         _migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
-                     concurrency=concurrency, retries=0, migration_timeout=0, timeout=0,
+                     concurrency=len(p.migrate), retries=0, migration_timeout=0, timeout=0,
                      start_only=True)
         result["changed"] |= bool(result["started"])
     return result
