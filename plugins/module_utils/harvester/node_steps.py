@@ -929,14 +929,22 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                     final_failed[key] = "; ".join(failures[key])
         if final_failed:
             return
+        for move in list(queue_):   # already gone (resume, head start, moved by others)
+            vmi = vmi_state(view, move.vm.key)
+            if vmi is None or not _active_vmi(vmi) or \
+                    (vmi.get("status") or {}).get("nodeName") != node:
+                queue_.remove(move)
+                done.add(move.vm.key)
+                if _ours_succeeded(migs, move.vm, node):   # counted as ours: it was
+                    result["migrated"].append({
+                        "vm": move.vm.key,
+                        "to": ((vmi or {}).get("status") or {}).get("nodeName"), "attempts": 1})
         requeue: list[ev.Move] = []
         while queue_ and len(active) < max(1, concurrency):
             move = queue_.pop(0)
             key = move.vm.key
             vmi = vmi_state(view, key)
-            if vmi is None or not _active_vmi(vmi) or \
-                    (vmi.get("status") or {}).get("nodeName") != node:
-                done.add(key)        # already gone (resume, or moved by someone else)
+            if vmi is None:   # (the sweep above left only VMs still on the node)
                 continue
             # a migration someone else started (a previous run, KubeVirt's evacuation): adopt
             mig_name = next((m["metadata"]["name"] for m in migs.values()
@@ -1008,6 +1016,15 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
         writer.fail_node(node, "PreDrainFailed", "EvacuationTimeout", msg)
         raise NodeLoopError(msg) from None
     result["attempts"] = attempts
+
+
+def _ours_succeeded(migs: dict[str, dict[str, Any]], vm: ev.VmView, node: str) -> bool:
+    """A migration of ``vm`` off ``node`` that this collection started (a head start, or a
+    killed run) succeeded."""
+    return any((m.get("spec") or {}).get("vmiName") == vm.name
+               and m["metadata"].get("namespace") == vm.namespace
+               and (m["metadata"].get("labels") or {}).get(NODE_LABEL) == node
+               and (m.get("status") or {}).get("phase") == "Succeeded" for m in migs.values())
 
 
 def _kubevirt_evacuates(vmi: dict[str, Any]) -> bool:
