@@ -16,7 +16,7 @@ description:
   - "It reads only the results of the harvester.upgrade modules, never the cluster. Keys read:
     C(plan), C(phase), C(current_phase), C(progress) (upgrade_plan and the phase modules);
     C(order) and C(node_plan.nodes[].node/estimated_seconds/upgraded) (node_info); C(phase),
-    C(done), C(todo) (node_gate); C(migrated), C(shutdown) (vm_evacuate); C(restored),
+    C(done), C(todo), C(order) (node_gate); C(migrated), C(shutdown) (vm_evacuate); C(restored),
     C(failed) (vm_restore); and the module argument C(node) of drain_hook_ack, vm_evacuate,
     node_job, vm_restore and node_gate. A play whose name starts with a phase name followed
     by a colon marks that phase as started."
@@ -138,10 +138,11 @@ class Progress:
             self.phase_finished.setdefault(done, now)
         if isinstance(res.get("progress"), str) and res["progress"]:
             self.progress = res["progress"].strip().splitlines()[-1][:120]
-        if module == "node_info":
+        if module in ("node_info", "node_gate"):
             order = res.get("order")
             if isinstance(order, list) and order:
                 self.nodes = [str(n) for n in order]
+        if module == "node_info":
             plan = res.get("node_plan")
             if isinstance(plan, dict):
                 for entry in plan.get("nodes") or []:

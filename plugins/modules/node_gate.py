@@ -89,6 +89,18 @@ single_node:
   description: Single-node cluster (I(step=enter)).
   returned: step=enter
   type: bool
+nodes:
+  description: The managed nodes in Rancher's drain order, each with C(name), C(groups) and
+    C(vars), as M(harvester.upgrade.node_info) returns them (I(step=enter); the playbook
+    C(add_host)s them without a second module call).
+  returned: step=enter, when the plan is in or past NodeUpgrade
+  type: list
+  elements: dict
+order:
+  description: Node names in Rancher's drain order (I(step=enter)).
+  returned: step=enter, when the plan is in or past NodeUpgrade
+  type: list
+  elements: str
 pending:
   description: Nodes not yet upgraded (I(step=finish)).
   returned: step=finish

@@ -93,7 +93,6 @@ node_plan:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_kube,
     node_module,
-    node_order,
     node_steps,
 )
 
@@ -118,9 +117,7 @@ def main() -> None:
                 raise
             plan = None
         facts = node_steps.cluster_facts(kube, plan)
-        nodes = [{"name": f["name"], "groups": node_order.groups_for(f),
-                  "vars": node_order.host_vars(f)} for f in facts]
-        res = {"changed": False, "nodes": nodes, "order": [f["name"] for f in facts],
+        res = {"changed": False, **node_steps.inventory(facts),
                "single_node": len([f for f in facts if "witness" not in f["roles"]]) == 1,
                "plan": (plan or {}).get("metadata", {}).get("name")}
         if p["node_plan"]:

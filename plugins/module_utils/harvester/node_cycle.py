@@ -65,8 +65,9 @@ WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
                  ("kubevirt.io/v1", "VirtualMachineInstanceMigration"): [VMI_KIND]}
 # the cluster-wide sets every step reads and the waits watch: followed by an informer for the
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
+# (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
 INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
-            ("kubevirt.io/v1", "VirtualMachineInstanceMigration", None), ("v1", "Pod", None),
+            ("v1", "Pod", None),
             ("policy/v1", "PodDisruptionBudget", None),
             ("longhorn.io/v1beta2", "Volume", "longhorn-system"),
             ("longhorn.io/v1beta2", "Replica", "longhorn-system")}

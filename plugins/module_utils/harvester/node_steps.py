@@ -41,6 +41,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_k
 )
 
 VM_API, VMI_API = "kubevirt.io/v1", "kubevirt.io/v1"
+VMI_NAME_LABEL = "kubevirt.io/vmi-name"    # KubeVirt labels each migration with its VMI
 VMIM_KIND = "VirtualMachineInstanceMigration"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
 LONGHORN_API = "longhorn.io/v1beta2"
@@ -85,6 +86,13 @@ def _try_get(kube: Kube, api: str, kind: str, name: str,
         if isinstance(exc, NotServed) or "ResourceNotFound" in type(exc).__name__:
             return None
         raise
+
+
+def inventory(facts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The nodes as the playbook's ``add_host`` takes them, in Rancher's drain order."""
+    return {"nodes": [{"name": f["name"], "groups": no.groups_for(f), "vars": no.host_vars(f)}
+                      for f in facts],
+            "order": [f["name"] for f in facts]}
 
 
 def fact_for(facts: list[dict[str, Any]], node: str) -> dict[str, Any]:
@@ -878,7 +886,9 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
         digest = hashlib.sha1(f"{key}/{node}/{attempts[key]}".encode()).hexdigest()[:5]
         body = {"apiVersion": VMI_API, "kind": VMIM_KIND,
                 "metadata": {"name": _safe_name(f"{move.vm.name}-upgrade-{digest}"),
-                             "namespace": move.vm.namespace, "labels": labels},
+                             "namespace": move.vm.namespace,
+                             # KubeVirt's webhook sets it too; ours for the watch's selector
+                             "labels": {**labels, VMI_NAME_LABEL: move.vm.name}},
                 "spec": spec}
         obj = kube.create_in(VMI_API, VMIM_KIND, body, move.vm.namespace)
         active[key] = {"name": obj["metadata"]["name"], "started": time.monotonic(),
@@ -991,14 +1001,18 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
             parts.append(f"queued: {', '.join(m.vm.key for m in queue_)}")
         return "; ".join(parts)
 
+    # the migrations of these VMs only (KubeVirt labels each with its VMI's name; finished
+    # ones pile up cluster-wide: 3,000 by the last node of a 100-node cluster)
+    vmims = Source(VMI_API, VMIM_KIND, label_selector=_vmim_selector(p.migrate))
     if start_only:   # one decision on the current view: start what may start, leave
         on_change({"VirtualMachineInstance": {obj_key(o): o for o in _try_items(
             kube, VMI_API, "VirtualMachineInstance")},
-            VMIM_KIND: {obj_key(o): o for o in _try_items(kube, VMI_API, VMIM_KIND)}})
+            VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
+                VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
         result["started"] = sorted(active)
         return
     try:
-        kube.wait([Source(VMI_API, "VirtualMachineInstance"), Source(VMI_API, VMIM_KIND)],
+        kube.wait([Source(VMI_API, "VirtualMachineInstance"), vmims],
                   pred, on_change=on_change, timeout=timeout, describe=describe,
                   what=f"live migrations off node {node}")
     except _MigrationFailed as exc:
@@ -1016,6 +1030,14 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
         writer.fail_node(node, "PreDrainFailed", "EvacuationTimeout", msg)
         raise NodeLoopError(msg) from None
     result["attempts"] = attempts
+
+
+def _vmim_selector(moves: list[ev.Move]) -> str | None:
+    """``kubevirt.io/vmi-name in (...)`` for the VMs to move (``None``: too many for a URL)."""
+    names = sorted({m.vm.name for m in moves})
+    if not names or sum(len(n) + 1 for n in names) > 4000:
+        return None
+    return f"{VMI_NAME_LABEL} in ({','.join(names)})"
 
 
 def _ours_succeeded(migs: dict[str, dict[str, Any]], vm: ev.VmView, node: str) -> bool:
@@ -1336,13 +1358,14 @@ def _phase(kube: Kube, writer: PlanWriter, completed: bool,
 
 def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
-    NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun)."""
+    NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
+    the nodes in Rancher's order too (:func:`inventory`), read before the write."""
     plan = writer.refresh()
     phase = check_phase(plan)
     facts = cluster_facts(kube, plan)
     single = len([f for f in facts if "witness" not in f["roles"]]) == 1
     if phase in AFTER_NODES:
-        return {"changed": False, "phase": phase, "single_node": single}
+        return {"changed": False, "phase": phase, "single_node": single, **inventory(facts)}
     statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
     missing = [f["name"] for f in facts if f["name"] not in statuses]
     for n in missing:
@@ -1350,7 +1373,8 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     changed = False
     if phase != "NodeUpgrading" or missing:
         changed = _phase(kube, writer, False, statuses if missing else None)
-    return {"changed": changed, "phase": "NodeUpgrading", "single_node": single}
+    return {"changed": changed, "phase": "NodeUpgrading", "single_node": single,
+            **inventory(facts)}
 
 
 def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:
