@@ -32,8 +32,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-Event = tuple[str, dict[str, Any]]          # (type, object)
-
 
 def obj_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
