@@ -829,6 +829,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                      concurrency=concurrency, retries=retries,
                      migration_timeout=migration_timeout, timeout=timeout)
     result["changed"] |= taint_node(kube, node)
+    _count_ours(kube, writer, node, result)
     # 4. never hand the node over with a running VM
     left = [f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"
             for v in _try_items(kube, VMI_API, "VirtualMachineInstance")
@@ -945,10 +946,6 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                     (vmi.get("status") or {}).get("nodeName") != node:
                 queue_.remove(move)
                 done.add(move.vm.key)
-                if _ours_succeeded(migs, move.vm, node):   # counted as ours: it was
-                    result["migrated"].append({
-                        "vm": move.vm.key,
-                        "to": ((vmi or {}).get("status") or {}).get("nodeName"), "attempts": 1})
         requeue: list[ev.Move] = []
         while queue_ and len(active) < max(1, concurrency):
             move = queue_.pop(0)
@@ -1040,13 +1037,23 @@ def _vmim_selector(moves: list[ev.Move]) -> str | None:
     return f"{VMI_NAME_LABEL} in ({','.join(names)})"
 
 
-def _ours_succeeded(migs: dict[str, dict[str, Any]], vm: ev.VmView, node: str) -> bool:
-    """A migration of ``vm`` off ``node`` that this collection started (a head start, or a
-    killed run) succeeded."""
-    return any((m.get("spec") or {}).get("vmiName") == vm.name
-               and m["metadata"].get("namespace") == vm.namespace
-               and (m["metadata"].get("labels") or {}).get(NODE_LABEL) == node
-               and (m.get("status") or {}).get("phase") == "Succeeded" for m in migs.values())
+def _count_ours(kube: Kube, writer: PlanWriter, node: str, result: dict[str, Any]) -> None:
+    """VMs our own earlier migrations moved off ``node`` (the previous node's head start, a
+    killed run) count as migrated, once each."""
+    sel = ",".join(f"{k}={v}" for k, v in {**writer.labels("node-upgrade"),
+                                             NODE_LABEL: node}.items())
+    try:
+        migs = kube.items(VMI_API, VMIM_KIND, None, sel)
+    except NotServed:
+        return
+    seen = {m["vm"] for m in result["migrated"]}
+    for m in migs:
+        st = m.get("status") or {}
+        key = f"{m['metadata'].get('namespace')}/{(m.get('spec') or {}).get('vmiName')}"
+        if st.get("phase") == "Succeeded" and key not in seen:
+            seen.add(key)
+            result["migrated"].append({"vm": key, "attempts": 1,
+                                       "to": (st.get("migrationState") or {}).get("targetNode")})
 
 
 def _kubevirt_evacuates(vmi: dict[str, Any]) -> bool:
