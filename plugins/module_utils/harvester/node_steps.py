@@ -830,6 +830,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                      migration_timeout=migration_timeout, timeout=timeout)
     result["changed"] |= taint_node(kube, node)
     _count_ours(kube, writer, node, result)
+    # the VMs shut down for this node earlier (a head start asked them to stop) count too
+    result["shutdown"] = sorted(set(result["shutdown"]) | set(restore_entries(kube, writer,
+                                                                              node)))
     # 4. never hand the node over with a running VM
     left = [f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"
             for v in _try_items(kube, VMI_API, "VirtualMachineInstance")
