@@ -104,7 +104,7 @@ def test_a_read_waits_for_our_write_and_gives_up_to_the_server() -> None:
 def test_a_subscriber_gets_what_happened_after_its_snapshot_and_what_comes() -> None:
     srv = FakeServer([obj("a", 5, node="n1"), obj("b", 6, node="n2")], 10)
     inf = started(srv)
-    _, rv = inf.snapshot()
+    rv = inf.snapshot()[1]
     srv.send("MODIFIED", obj("a", 11, node="n1"))
     srv.send("MODIFIED", obj("b", 12, node="n2"))
     until(lambda: inf.seen() == 12)
@@ -133,7 +133,7 @@ def test_410_relists_tells_subscribers_the_difference_and_drops_the_history() ->
     srv.send("ERROR", {"code": 410, "kind": "Status"})
     until(lambda: srv.lists == 2 and len(srv.watches) == 2)
     assert srv.watches[-1] == "22"
-    got = {(e[1], e[2]["metadata"]["name"]) for e in (q.get(timeout=5) for _ in range(3))}
+    got = {(e[1], e[2]["metadata"]["name"]) for e in (q.get(timeout=5) for _i in range(3))}
     assert got == {("DELETED", "a"), ("MODIFIED", "b"), ("MODIFIED", "c")}
     assert names(inf.snapshot()) == ["b", "c"]
     assert inf.subscribe("10", queue.Queue(), 0, lambda o: True) is None, \

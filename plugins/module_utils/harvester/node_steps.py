@@ -1043,8 +1043,8 @@ def _vmim_selector(moves: list[ev.Move]) -> str | None:
 def _count_ours(kube: Kube, writer: PlanWriter, node: str, result: dict[str, Any]) -> None:
     """VMs our own earlier migrations moved off ``node`` (the previous node's head start, a
     killed run) count as migrated, once each."""
-    sel = ",".join(f"{k}={v}" for k, v in {**writer.labels("node-upgrade"),
-                                             NODE_LABEL: node}.items())
+    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    sel = ",".join(f"{k}={v}" for k, v in labels.items())
     try:
         migs = kube.items(VMI_API, VMIM_KIND, None, sel)
     except NotServed:
