@@ -118,7 +118,6 @@ def main() -> None:
             plan = None
         facts = node_steps.cluster_facts(kube, plan)
         res = {"changed": False, **node_steps.inventory(facts),
-               "single_node": len([f for f in facts if "witness" not in f["roles"]]) == 1,
                "plan": (plan or {}).get("metadata", {}).get("name")}
         if p["node_plan"]:
             bw = node_steps.measured_bandwidth(kube)

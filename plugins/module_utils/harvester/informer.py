@@ -98,8 +98,6 @@ class Informer:
         self._thread: threading.Thread | None = None
         self.healthy = False
         self.usable = True
-        self.events = 0
-        self.relists = 0
 
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -114,9 +112,7 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
-        with self._cond:
-            self.healthy = False
-            self._cond.notify_all()
+        self._unhealthy()
 
     def _relist(self) -> None:
         items, rv = self._lister()
@@ -132,18 +128,18 @@ class Informer:
             old = self._items
             self._items, self._rv, self._seen = fresh, rv, seen
             # subscribers see the difference as events; the history starts again here
+            # (on the first list nobody has subscribed yet)
             for key, obj in old.items():
                 if key not in fresh:
-                    self._publish(seen, "DELETED", obj)
-            for key, obj in fresh.items():
-                if old.get(key) is not obj and (key in old or self._thread is not None):
-                    self._publish(seen, "MODIFIED", obj)
+                    self._publish("DELETED", obj)
+            for obj in fresh.values():
+                self._publish("MODIFIED", obj)
             self._history.clear()
             self._floor = seen
             self.healthy = True
             self._cond.notify_all()
 
-    def _publish(self, rv: int, etype: str, obj: dict[str, Any]) -> None:
+    def _publish(self, etype: str, obj: dict[str, Any]) -> None:
         for q, idx, match in self._subs.values():
             if match(obj):
                 q.put((idx, etype, obj))
@@ -155,7 +151,6 @@ class Informer:
                 self.usable = self.healthy = False
                 self._cond.notify_all()
                 return
-            self.events += 1
             self.healthy = True
             if etype != "BOOKMARK":
                 key = obj_key(obj)
@@ -166,7 +161,7 @@ class Informer:
                 self._history.append((rv, etype, obj))
                 if len(self._history) == self._history.maxlen:
                     self._floor = self._history[0][0] - 1
-                self._publish(rv, etype, obj)
+                self._publish(etype, obj)
             if rv > self._seen:
                 self._seen, self._rv = rv, str(rv)
             self._cond.notify_all()
@@ -201,7 +196,6 @@ class Informer:
             if gone:
                 self._unhealthy()
                 try:
-                    self.relists += 1
                     self._relist()
                 except Exception:  # noqa: BLE001 - retried
                     self._stop.wait(backoff)

@@ -73,6 +73,19 @@ INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
             ("longhorn.io/v1beta2", "Replica", "longhorn-system")}
 
 
+def _matcher(key: tuple[str, str, str | None], namespace: str | None,
+             match: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], bool]:
+    """The objects of informer ``key`` that a read of ``namespace`` filtered by ``match`` (a
+    :func:`informer.field_filter`) asks for: a cluster-wide informer serves a namespaced read
+    too."""
+    if not namespace or key[2] is not None:
+        return match
+
+    def in_namespace(o: dict[str, Any]) -> bool:
+        return (o.get("metadata") or {}).get("namespace") == namespace and match(o)
+    return in_namespace
+
+
 class CycleKube(Kube):
     """:class:`node_kube.Kube` that remembers reads for the length of a step (see module doc).
 
@@ -156,11 +169,7 @@ class CycleKube(Kube):
         if match is None or found is None:
             return None
         inf, key = found
-        ns_match = match
-        if namespace and key[2] is None:
-            def ns_match(o: dict[str, Any]) -> bool:
-                return (o.get("metadata") or {}).get("namespace") == namespace and match(o)
-        snap = inf.snapshot(self._need.get(key, -1), match=ns_match)
+        snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match))
         if snap is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1
@@ -204,12 +213,7 @@ class CycleKube(Kube):
         match = field_filter(s.field_selector)
         if found is not None and match is not None:
             inf, key = found
-            ns_match = match
-            if s.namespace and key[2] is None:
-                def ns_match(o: dict[str, Any]) -> bool:
-                    return (o.get("metadata") or {}).get("namespace") == s.namespace and \
-                        match(o)
-            sub = inf.subscribe(st.rv, out, idx, ns_match)
+            sub = inf.subscribe(st.rv, out, idx, _matcher(key, s.namespace, match))
             if sub is not None:
                 try:
                     stop.wait(max(0.0, deadline - time.monotonic()))
@@ -303,7 +307,6 @@ class CycleKube(Kube):
             with self._lock:
                 self._need[key] = max(self._need.get(key, -1), rv)
         if obj and (api_version, kind) == (PLAN_API, PLAN_KIND) and not self._waiting:
-            meta = obj.get("metadata") or {}
             with self._lock:
                 self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
                     copy.deepcopy(obj)
@@ -442,7 +445,6 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     s = node_steps
     result: dict[str, Any] = {"node": node, "done": False, "paused": False, "passed": False,
                               "migrated": [], "shutdown": [], "restored": [], "failed": []}
-    kube.prefetch()
     gate = cycle.run("gate", kube, lambda: s.gate(kube, writer, p.batch or [node], node),
                      lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
                                f"{r['expected']} ({r['why']})")
@@ -456,6 +458,7 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     if pause["paused"]:
         result["paused"] = True
         return result
+    kube.prefetch()   # this node is worked on: the sets its steps read, listed side by side
     if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
         ev = cycle.run("evacuate", kube, lambda: s.evacuate(
             kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),

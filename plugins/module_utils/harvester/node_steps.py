@@ -89,10 +89,17 @@ def _try_get(kube: Kube, api: str, kind: str, name: str,
 
 
 def inventory(facts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The nodes as the playbook's ``add_host`` takes them, in Rancher's drain order."""
+    """The nodes as the playbook's ``add_host`` takes them, in Rancher's drain order, and
+    whether the cluster has a single (non-witness) node."""
     return {"nodes": [{"name": f["name"], "groups": no.groups_for(f), "vars": no.host_vars(f)}
                       for f in facts],
-            "order": [f["name"] for f in facts]}
+            "order": [f["name"] for f in facts],
+            "single_node": is_single_node(facts)}
+
+
+def is_single_node(facts: list[dict[str, Any]]) -> bool:
+    """Exactly one node that is not a witness."""
+    return len([f for f in facts if "witness" not in f["roles"]]) == 1
 
 
 def fact_for(facts: list[dict[str, Any]], node: str) -> dict[str, Any]:
@@ -462,7 +469,7 @@ def node_plan(kube: Kube, plan: dict[str, Any] | None, *, target_aware: bool = T
     facts = cluster_facts(kube, plan)
     nodes, vms = evacuation_views(kube, plan, facts)
     by_name = {n.name: n for n in nodes}
-    single = len([f for f in facts if "witness" not in f["roles"]]) == 1
+    single = is_single_node(facts)
     out: list[dict[str, Any]] = []
     total = 0.0
     for f in facts:
@@ -801,9 +808,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                                  shutdown_timeout=shutdown_timeout)
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
-        keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
-        result["changed"] |= record_shutdowns(kube, writer, node, keys)
-        res = stop_vms(kube, writer, node, p.shutdown, shutdown_timeout)
+        res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
         result["changed"] = True
         if res["failed"]:
             msg = f"could not shut down VMs on {node}: {'; '.join(res['failed'])}"
@@ -844,14 +849,20 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     return result
 
 
+def _shut_down(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
+               timeout: float, result: dict[str, Any], wait: bool = True) -> dict[str, Any]:
+    """Record the VMs to restart (not the repo VM), then stop them (:func:`stop_vms`)."""
+    keys = [s.vm.key for s in shutdowns if not s.vm.repo_vm]
+    result["changed"] |= record_shutdowns(kube, writer, node, keys)
+    return stop_vms(kube, writer, node, shutdowns, timeout, wait=wait)
+
+
 def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                       nodes: list[ev.NodeView], result: dict[str, Any], *,
                       shutdown_timeout: float) -> dict[str, Any]:
     """``evacuate(start_only=True)``: the stops asked and its planned migrations created."""
     if p.shutdown:
-        keys = [s.vm.key for s in p.shutdown if not s.vm.repo_vm]
-        result["changed"] |= record_shutdowns(kube, writer, node, keys)
-        res = stop_vms(kube, writer, node, p.shutdown, shutdown_timeout, wait=False)
+        res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result, wait=False)
         result["changed"] |= bool(res["stopped"])
         if res["failed"]:
             return {**result, "deferred": "; ".join(res["failed"])}
@@ -1373,9 +1384,8 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     plan = writer.refresh()
     phase = check_phase(plan)
     facts = cluster_facts(kube, plan)
-    single = len([f for f in facts if "witness" not in f["roles"]]) == 1
     if phase in AFTER_NODES:
-        return {"changed": False, "phase": phase, "single_node": single, **inventory(facts)}
+        return {"changed": False, "phase": phase, **inventory(facts)}
     statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
     missing = [f["name"] for f in facts if f["name"] not in statuses]
     for n in missing:
@@ -1383,8 +1393,7 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     changed = False
     if phase != "NodeUpgrading" or missing:
         changed = _phase(kube, writer, False, statuses if missing else None)
-    return {"changed": changed, "phase": "NodeUpgrading", "single_node": single,
-            **inventory(facts)}
+    return {"changed": changed, "phase": "NodeUpgrading", **inventory(facts)}
 
 
 def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:
