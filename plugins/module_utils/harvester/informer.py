@@ -207,26 +207,41 @@ class Informer:
             self._cond.notify_all()
 
     # -- reads -------------------------------------------------------------------------------
-    def snapshot(self, min_rv: int = -1, timeout: float = 10.0,
-                 match: Callable[[dict[str, Any]], bool] | None = None
-                 ) -> tuple[list[dict[str, Any]], str] | None:
-        """The set's objects (those ``match`` accepts) and the resourceVersion they are at,
-        once the informer has seen ``min_rv``; ``None`` if it is not healthy or has not caught
-        up within ``timeout`` (the caller then asks the server)."""
+    def _caught_up(self, min_rv: int, timeout: float) -> bool:
+        """Wait until the informer is healthy and has seen ``min_rv``; False if it is not
+        usable, stopped or has not caught up within ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while self.usable and not self._stop.is_set() and \
                     (not self.healthy or self._seen < min_rv):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return None
+                    return False
                 self._cond.wait(left)
-            if not (self.usable and self.healthy) or self._stop.is_set():
+            return self.usable and self.healthy and not self._stop.is_set()
+
+    def snapshot(self, min_rv: int = -1, timeout: float = 10.0,
+                 match: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> tuple[list[dict[str, Any]], str] | None:
+        """The set's objects (those ``match`` accepts) and the resourceVersion they are at,
+        once the informer has seen ``min_rv``; ``None`` if it is not healthy or has not caught
+        up within ``timeout`` (the caller then asks the server)."""
+        with self._cond:
+            if not self._caught_up(min_rv, timeout):
                 return None
             items = list(self._items.values())
             if match is not None:
                 items = [o for o in items if match(o)]
             return items, self._rv
+
+    def lookup(self, key: str, min_rv: int = -1, timeout: float = 10.0
+               ) -> tuple[dict[str, Any] | None] | None:
+        """The object stored under ``key`` (:func:`obj_key`), or ``(None,)`` when there is
+        none, once the informer has seen ``min_rv``; ``None`` as for :meth:`snapshot`."""
+        with self._cond:
+            if not self._caught_up(min_rv, timeout):
+                return None
+            return (self._items.get(key),)
 
     def seen(self) -> int:
         with self._cond:

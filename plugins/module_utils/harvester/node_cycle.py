@@ -67,6 +67,7 @@ WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
 # (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
 INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
+            (PLAN_API, PLAN_KIND, None),
             ("v1", "Pod", None),
             ("policy/v1", "PodDisruptionBudget", None),
             ("longhorn.io/v1beta2", "Volume", "longhorn-system"),
@@ -248,8 +249,28 @@ class CycleKube(Kube):
                                                                              PLAN_KIND)
 
     # -- reads -------------------------------------------------------------------------------
+    def _informed_get(self, api_version: str, kind: str, name: str, namespace: str | None
+                      ) -> tuple[dict[str, Any] | None] | None:
+        """``(object or None,)`` from the informer of the kind; ``None`` if there is none
+        usable (then the server answers)."""
+        if self._informer_key(api_version, kind, namespace) is None:
+            return None
+        found = self._informer(api_version, kind, namespace)
+        if found is None:
+            return None
+        inf, key = found
+        hit = inf.lookup(f"{namespace}/{name}" if namespace else name, self._need.get(key, -1))
+        if hit is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+            return (None if hit[0] is None else copy.deepcopy(hit[0]),)
+        return None
+
     def get(self, api_version: str, kind: str, name: str,
             namespace: str | None = None) -> dict[str, Any] | None:
+        informed = self._informed_get(api_version, kind, name, namespace)
+        if informed is not None:
+            return informed[0]
         key = (api_version, kind, name, namespace)
         if self._waiting or not self._cacheable_get(api_version, kind):
             return super().get(api_version, kind, name, namespace)
