@@ -222,3 +222,41 @@ def test_cycle_kube_reads_nodes_from_the_informer_and_sees_its_own_write(monkeyp
     kube.items("v1", "Node", label_selector="a=b")
     assert kube.server_lists == 2
     kube.close()
+
+
+def test_cycle_kube_gets_by_name_from_the_informer_after_its_own_write(monkeypatch: Any
+                                                                       ) -> None:
+    srv = FakeServer([obj("n1", 5), obj("n2", 6)], 10)
+    kube = FakeCycleKube(srv)
+    server_gets: list[str] = []
+
+    def server_list(self: Any, *a: Any, **kw: Any) -> tuple[list[dict[str, Any]], str]:
+        kube.server_lists += 1
+        return srv.lister()
+
+    def server_get(self: Any, api_version: str, kind: str, name: str,
+                   namespace: str | None = None) -> dict[str, Any] | None:
+        server_gets.append(name)
+        return obj(name, 1)
+    monkeypatch.setattr(node_cycle.Kube, "list_with_rv", server_list)
+    monkeypatch.setattr(node_cycle.Kube, "get", server_get)
+    kube.begin_step("gate")
+    got = kube.get("v1", "Node", "n2")
+    assert got is not None and got["metadata"]["resourceVersion"] == "6"
+    assert kube.get("v1", "Node", "gone") is None, "absent from a healthy informer: absent"
+    got["metadata"]["name"] = "changed"          # callers get a copy, never the store's object
+    assert kube.get("v1", "Node", "n2")["metadata"]["name"] == "n2"  # type: ignore[index]
+    assert server_gets == [] and kube.server_lists == 1
+    kube.patch("v1", "Node", "n1", {})           # rv 11: a get must wait for its event
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(kube.get("v1", "Node", "n1")))
+    t.start()
+    time.sleep(0.1)
+    assert not out
+    srv.send("MODIFIED", obj("n1", 11))
+    t.join(30)
+    assert out[0]["metadata"]["resourceVersion"] == "11"
+    # a kind without an informer goes to the server
+    kube.get("v1", "ConfigMap", "x", "default")
+    assert server_gets == ["x"]
+    kube.close()
