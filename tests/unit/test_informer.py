@@ -260,3 +260,20 @@ def test_cycle_kube_gets_by_name_from_the_informer_after_its_own_write(monkeypat
     kube.get("v1", "ConfigMap", "x", "default")
     assert server_gets == ["x"]
     kube.close()
+
+
+def test_an_error_event_backs_off_and_sends_readers_to_the_server() -> None:
+    srv = FakeServer([obj("a", 5)], 10)
+
+    def erroring(rv: str, timeout: int) -> Any:
+        srv.watches.append(rv)
+        yield {"type": "ERROR", "raw_object": {"code": 500, "message": "etcd is sad"}}
+    srv.streamer = erroring  # type: ignore[method-assign]
+    inf = Informer("v1", "Pod", None, srv.lister, srv.streamer)
+    inf.start()
+    until(lambda: srv.watches)
+    time.sleep(0.5)
+    assert len(srv.watches) <= 4, f"reconnects back off, not at once: {len(srv.watches)}"
+    assert inf.snapshot(timeout=0.05) is None, "a failing watch: readers ask the server"
+    assert srv.lists == 1, "an error other than 410 does not relist"
+    inf.stop()

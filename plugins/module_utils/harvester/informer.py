@@ -39,6 +39,14 @@ def obj_key(obj: dict[str, Any]) -> str:
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
+class WatchError(Exception):
+    """An ERROR event in a watch stream (other than 410 Gone, which relists)."""
+
+    def __init__(self, status: Any, message: Any) -> None:
+        super().__init__(f"watch error {status}: {message}")
+        self.status = status
+
+
 def rv_int(value: Any) -> int | None:
     try:
         return int(str(value))
@@ -178,6 +186,8 @@ class Informer:
                     etype = ev.get("type") or ""
                     if etype == "ERROR":
                         gone = raw.get("code") == 410
+                        if not gone:   # e.g. 500: as a cut stream (back off, not healthy)
+                            raise WatchError(raw.get("code"), raw.get("message"))
                         break
                     self._apply(etype, raw)
                 else:   # the server ended a quiet stream: it was connected all along
