@@ -175,7 +175,7 @@ class SystemUpgradeController:
         sel_spec = spec.get("nodeSelector")
         selector = from_label_selector_dict(sel_spec, empty_matches_all=True) \
             if sel_spec is not None else None
-        nodes = self.client.list("v1", "Node") if selector is not None else []
+        nodes = self.client.list_refs("v1", "Node") if selector is not None else []
         todo = [n for n in nodes if selector is not None
                 and selector.matches(n["metadata"].get("labels") or {})
                 and (n["metadata"].get("labels") or {}).get(label) not in (hsh, "disabled")]
