@@ -49,6 +49,26 @@ options:
     description: Seconds to wait for Rancher to settle (I(step=finish)).
     type: int
     default: 1800
+  head_start:
+    description:
+      - I(step=enter) only. Once the phase is entered, start the evacuation of the first node
+        Rancher asks to drain (within I(head_start_wait) seconds), as
+        M(harvester.upgrade.node_cycle) does for the next node after each node. That node's
+        own cycle adopts what was started.
+        Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
+        or a PDB makes wait, a node outside I(play), a single-node cluster, or in check mode.
+        Nothing here fails the task.
+    type: bool
+    default: false
+  head_start_wait:
+    description: Seconds to wait for Rancher to ask for the first node (I(head_start)).
+    type: int
+    default: 10
+  play:
+    description: The node play's hosts (I(head_start)); empty means every managed node.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 """
@@ -101,6 +121,12 @@ order:
   returned: step=enter, when the plan is in or past NodeUpgrade
   type: list
   elements: str
+head_start:
+  description: What I(head_start) did (I(step=enter)) - C(next) (the node Rancher drains
+    first), C(started) (migrations created), C(stopping) (VMs asked to stop), C(why) (why
+    nothing or not everything was started).
+  returned: step=enter with I(head_start), when the plan is in NodeUpgrading
+  type: dict
 pending:
   description: Nodes not yet upgraded (I(step=finish)).
   returned: step=finish
@@ -126,6 +152,9 @@ def main() -> None:
         node={"type": "str"},
         pause_timeout={"type": "int", "default": 3600},
         timeout={"type": "int", "default": 1800},
+        head_start={"type": "bool", "default": False},
+        head_start_wait={"type": "int", "default": 10},
+        play={"type": "list", "elements": "str", "default": []},
     )
     module = node_module.new_module(spec, required_if=[("step", "batch", ["batch"]),
                                                        ("step", "pause", ["node"])])
@@ -139,7 +168,14 @@ def main() -> None:
                 except node_steps.NodeLoopError as exc:
                     return {"changed": False, "phase": "", "single_node": False,
                             "warning": str(exc)}
-            return node_steps.enter_phase(kube, writer)
+            res = node_steps.enter_phase(kube, writer)
+            if p["head_start"] and res.get("phase") == "NodeUpgrading" and \
+                    not res.get("single_node"):
+                res["head_start"] = node_steps.first_head_start(
+                    kube, writer, list(p["play"] or res.get("order") or []),
+                    p["head_start_wait"])
+                res["changed"] |= bool(res["head_start"].pop("changed", False))
+            return res
         if p["step"] == "batch":
             res = node_steps.gate(kube, writer, p["batch"])
             res["changed"] = False

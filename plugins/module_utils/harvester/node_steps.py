@@ -20,6 +20,7 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     evacuation as ev,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order as no,
 )
@@ -46,6 +47,14 @@ VMIM_KIND = "VirtualMachineInstanceMigration"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
 LONGHORN_API = "longhorn.io/v1beta2"
 RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before-upgrade"
+# which upgrade run created a migration: a migration the head start created that failed before
+# the node's own cycle saw it is one of that VM's attempts (migration retries) in the same run,
+# never in a later run
+RUN_ANNOTATION = "harvester-upgrade.harvesterhci.io/run"
+
+
+def run_id() -> str:
+    return f"{lock.identity()}#{lock.playbook_pid()}"
 STOPPED_BY_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-for-node"
 PENDING_OS_ANNOTATION = "management.harvesterhci.io/pendingOSImage"
 TOOLKIT_IMAGE_ANNOTATION = "management.harvesterhci.io/upgrade-toolkit-image"
@@ -416,6 +425,18 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["stopping"] = res.get("shutdown") or []
     out["why"] = res.get("deferred") or res.get("skipped") or ""
     return out
+
+
+def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float
+                     ) -> dict[str, Any]:
+    """:func:`head_start` for the first node of the loop, right after the phase is entered
+    (no node is done yet). Never raises: whatever is not started here, the node's own cycle
+    does."""
+    try:
+        return head_start(kube, writer, "", play, wait=wait)
+    except Exception as exc:  # noqa: BLE001 - the node's cycle evacuates it anyway
+        return {"changed": False, "next": None, "started": [], "stopping": [],
+                "why": f"nothing started ({exc})"[:300]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -888,6 +909,8 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
     labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
     host_label = {n.name: n.labels.get("kubernetes.io/hostname", n.name) for n in nodes}
     final_failed: dict[str, str] = {}
+    run = run_id()
+    known: set[str] = set()    # migrations this call created, adopted or counted
 
     def start(move: ev.Move) -> None:
         key = move.vm.key
@@ -903,15 +926,42 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                 "metadata": {"name": _safe_name(f"{move.vm.name}-upgrade-{digest}"),
                              "namespace": move.vm.namespace,
                              # KubeVirt's webhook sets it too; ours for the watch's selector
-                             "labels": {**labels, VMI_NAME_LABEL: move.vm.name}},
+                             "labels": {**labels, VMI_NAME_LABEL: move.vm.name},
+                             "annotations": {RUN_ANNOTATION: run}},
                 "spec": spec}
         obj = kube.create_in(VMI_API, VMIM_KIND, body, move.vm.namespace)
+        known.add(obj["metadata"]["name"])
         active[key] = {"name": obj["metadata"]["name"], "started": time.monotonic(),
                        "target": move.target}
         writer.event("VMMigrationStarted",
                      f"Migrating VM {key} off node {node} to "
                      f"{move.target or 'a node the scheduler chooses'} ({move.why}), "
                      f"attempt {attempts[key]}")
+
+    def earlier_failures(move: ev.Move, vmi: dict[str, Any],
+                         migs: dict[str, dict[str, Any]]) -> bool:
+        """Count the failed migrations of this VM off this node that this run started before
+        (the head start) as attempts; True when no attempt is left."""
+        key = move.vm.key
+        for m in migs.values():
+            md = m.get("metadata") or {}
+            if md.get("name") in known or md.get("namespace") != move.vm.namespace or \
+                    (m.get("spec") or {}).get("vmiName") != move.vm.name or \
+                    (md.get("labels") or {}).get(NODE_LABEL) != node or \
+                    (md.get("annotations") or {}).get(RUN_ANNOTATION) != run or \
+                    ((m.get("status") or {}).get("phase")) != "Failed":
+                continue
+            known.add(md["name"])
+            attempts[key] = attempts.get(key, 0) + 1
+            failures.setdefault(key, []).append(_migration_failure(m, vmi))
+            target = (((m.get("spec") or {}).get("addedNodeSelector") or {})
+                      .get("kubernetes.io/hostname"))
+            if target:
+                excluded.setdefault(key, set()).add(
+                    next((n for n, h in host_label.items() if h == target), target))
+        if failures.get(key) and attempts.get(key, 0) > retries and key not in final_failed:
+            final_failed[key] = "; ".join(failures[key])
+        return key in final_failed
 
     def vmi_state(view: dict[str, dict[str, dict[str, Any]]], key: str) -> dict[str, Any] | None:
         return view["VirtualMachineInstance"].get(key)
@@ -973,7 +1023,13 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                              and m["metadata"].get("namespace") == move.vm.namespace
                              and ((m.get("status") or {}).get("phase") not in
                                   ("Succeeded", "Failed"))), None)
+            if earlier_failures(move, vmi, migs):
+                continue
+            if target_aware and move.target and move.target in excluded.get(key, set()):
+                tgt, why = ev.choose_target(move.vm, nodes, exclude=excluded[key])
+                move = ev.Move(move.vm, tgt.name if tgt else None, f"retry: {why}")
             if mig_name:
+                known.add(mig_name)
                 attempts[key] = attempts.get(key, 0) + 1
                 active[key] = {"name": mig_name, "started": time.monotonic(),
                                "target": move.target}
