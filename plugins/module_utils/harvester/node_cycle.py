@@ -176,9 +176,11 @@ class CycleKube(Kube):
             self.stats["informed"] += 1
         return snap
 
-    def prefetch(self) -> None:
+    def prefetch(self, wait: bool = True) -> None:
         """Start every informer at once, their initial lists side by side (the server and
-        this process work in parallel); a set that is not served is left to its first read."""
+        this process work in parallel); a set that is not served is left to its first read.
+        ``wait=False`` returns at once: a read of a set still being listed waits for that
+        list instead of listing again."""
         def start(key: tuple[str, str, str | None]) -> None:
             try:
                 self._informer(*key)
@@ -194,7 +196,7 @@ class CycleKube(Kube):
         threads = [threading.Thread(target=start, args=(k,), daemon=True) for k in keys]
         for t in threads:
             t.start()
-        for t in threads:
+        for t in threads if wait else []:
             t.join()
 
     def close(self) -> None:
@@ -466,6 +468,10 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     s = node_steps
     result: dict[str, Any] = {"node": node, "done": False, "paused": False, "passed": False,
                               "migrated": [], "shutdown": [], "restored": [], "failed": []}
+    if writer.node_state(node) != "PostDrained" and node not in s.paused_nodes(writer.plan):
+        # most likely worked on: the gate's own reads (all VMIs for the facts) and the other
+        # sets are listed side by side from now on (not for a node the plan says is done)
+        kube.prefetch(wait=False)
     gate = cycle.run("gate", kube, lambda: s.gate(kube, writer, p.batch or [node], node),
                      lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
                                f"{r['expected']} ({r['why']})")
@@ -479,7 +485,7 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     if pause["paused"]:
         result["paused"] = True
         return result
-    kube.prefetch()   # this node is worked on: the sets its steps read, listed side by side
+    kube.prefetch()   # this node is worked on: every set its steps read is listed
     if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
         ev = cycle.run("evacuate", kube, lambda: s.evacuate(
             kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),
