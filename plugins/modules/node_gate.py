@@ -140,6 +140,7 @@ status:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_cycle,
     node_module,
     node_steps,
 )
@@ -160,22 +161,34 @@ def main() -> None:
                                                        ("step", "pause", ["node"])])
     p = module.params
 
+    head_start = p["step"] == "enter" and p["head_start"] and not module.check_mode
+
     def step(kube, writer):  # type: ignore[no-untyped-def]
-        if p["step"] == "enter":
-            if module.check_mode:
-                try:
-                    return node_steps.enter_phase(kube, writer)
-                except node_steps.NodeLoopError as exc:
-                    return {"changed": False, "phase": "", "single_node": False,
-                            "warning": str(exc)}
-            res = node_steps.enter_phase(kube, writer)
-            if p["head_start"] and res.get("phase") == "NodeUpgrading" and \
-                    not res.get("single_node"):
-                res["head_start"] = node_steps.first_head_start(
-                    kube, writer, list(p["play"] or res.get("order") or []),
-                    p["head_start_wait"])
-                res["changed"] |= bool(res["head_start"].pop("changed", False))
-            return res
+        if head_start and isinstance(kube, node_cycle.CycleKube):
+            # the head start reads the whole cluster several times (facts, gate, evacuation
+            # plan, Longhorn): each set listed once, side by side, then followed by a watch
+            kube.prefetch(wait=False)
+            try:
+                return enter(kube, writer)
+            finally:
+                kube.close()
+        return enter(kube, writer) if p["step"] == "enter" else other(kube, writer)
+
+    def enter(kube, writer):  # type: ignore[no-untyped-def]
+        if module.check_mode:
+            try:
+                return node_steps.enter_phase(kube, writer)
+            except node_steps.NodeLoopError as exc:
+                return {"changed": False, "phase": "", "single_node": False,
+                        "warning": str(exc)}
+        res = node_steps.enter_phase(kube, writer)
+        if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
+            res["head_start"] = node_steps.first_head_start(
+                kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"])
+            res["changed"] |= bool(res["head_start"].pop("changed", False))
+        return res
+
+    def other(kube, writer):  # type: ignore[no-untyped-def]
         if p["step"] == "batch":
             res = node_steps.gate(kube, writer, p["batch"])
             res["changed"] = False
@@ -184,7 +197,8 @@ def main() -> None:
             return node_steps.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
         return node_steps.finish_phase(kube, writer, p["timeout"])
 
-    node_module.run(module, step, skip_without_plan=True)
+    node_module.run(module, step, skip_without_plan=True,
+                    client=node_cycle.CycleKube if head_start else node_module.Kube)
 
 
 if __name__ == "__main__":
