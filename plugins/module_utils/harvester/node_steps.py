@@ -51,14 +51,15 @@ RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before
 # the node's own cycle saw it is one of that VM's attempts (migration retries) in the same run,
 # never in a later run
 RUN_ANNOTATION = "harvester-upgrade.harvesterhci.io/run"
-
-
-def run_id() -> str:
-    return f"{lock.identity()}#{lock.playbook_pid()}"
 STOPPED_BY_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-for-node"
 PENDING_OS_ANNOTATION = "management.harvesterhci.io/pendingOSImage"
 TOOLKIT_IMAGE_ANNOTATION = "management.harvesterhci.io/upgrade-toolkit-image"
 DEFAULT_TOOLKIT_REPO = "rancher/harvester-upgrade-toolkit"
+
+
+def run_id() -> str:
+    """This upgrade run: the lock holder and its ansible-playbook (RUN_ANNOTATION)."""
+    return f"{lock.identity()}#{lock.playbook_pid()}"
 
 
 # ---------------------------------------------------------------------------------------------
