@@ -33,10 +33,12 @@ description:
     when Rancher asks within I(head_start_wait) seconds to drain another node of I(play), the
     module marks that node C(PreDraining), asks its non-migratable VMs to stop and creates its
     planned migrations (KubeVirt runs them as its per-node and per-cluster limits allow), then
-    returns; that node's own cycle adopts them. Rancher's pre-drain is
-    then answered within the watch latency instead of after the play's hand-over to the next
-    host. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a node
-    outside I(play); a head start never fails the task or the plan.
+    waits up to I(head_start_finish) seconds for them to end and, when the node is empty,
+    taints it and answers its pre-drain (node C(PreDrained)); whatever is not done by then,
+    that node's own cycle adopts. Rancher's pre-drain is then answered within the watch
+    latency instead of after the play's hand-over to the next host, which overlaps Rancher's
+    drain. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
+    node outside I(play); a head start never fails the task or the plan.
   - On a deadline the module fails with C(awaited) and C(last_seen) (and the node/plan marked
     failed as the step modules do); C(steps) still lists what was done.
 author:
@@ -138,6 +140,16 @@ options:
     description: Seconds to wait, after this node is done, for Rancher to ask for the next one.
     type: int
     default: 10
+  head_start_finish:
+    description:
+      - Seconds the head start then waits for the next node's VMs to be off it (every
+        migration succeeded, every stop done); when they are, it taints that node and answers
+        its pre-drain as that node's own cycle would, so the hand-over to the next host
+        overlaps Rancher's drain. Otherwise (time out, a failed migration, Longhorn or a PDB
+        not ready) that node's own cycle carries on from where the head start stopped.
+      - C(0) - only start the evacuation.
+    type: int
+    default: 30
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 notes:
@@ -225,7 +237,8 @@ failed:
 head_start:
   description: What the head start did - C(next) (the node Rancher drains next), C(started)
     (VMs whose migration started), C(stopping) (VMs asked to stop), C(why) (why nothing or not
-    everything was started).
+    everything was started or finished), C(answered) (its pre-drain answered here),
+    C(migrated) (VMs this run's migrations moved off it, when answered).
   returned: when a head start ran to its end
   type: dict
 evacuation:
@@ -270,7 +283,7 @@ INT_OPTIONS = {"pause_timeout": 0, "hook_timeout": 7200, "concurrency": 2, "retr
                "migration_timeout": 900, "evacuation_timeout": 3600, "volume_timeout": 1800,
                "pdb_timeout": 1800, "shutdown_timeout": 600, "job_timeout": 3600,
                "node_timeout": 1800, "release_timeout": 1800, "restore_timeout": 900,
-               "head_start_wait": 10}
+               "head_start_wait": 10, "head_start_finish": 30}
 
 
 def main() -> None:

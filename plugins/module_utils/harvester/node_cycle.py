@@ -405,6 +405,7 @@ class Params:
     play: list[str] = field(default_factory=list)   # the serial play's hosts (head start)
     head_start: bool = True
     head_start_wait: int = 10
+    head_start_finish: int = 30
 
 
 @dataclass
@@ -450,7 +451,10 @@ class Cycle:
 
 def _evac_text(res: dict[str, Any]) -> str:
     if res.get("skipped"):
-        return f"already past evacuation ({res['skipped']})"
+        done = (f": {len(res.get('migrated') or [])} migrated, "
+                f"{len(res.get('shutdown') or [])} shut down earlier in the upgrade"
+                if res.get("migrated") or res.get("shutdown") else "")
+        return f"already past evacuation ({res['skipped']}){done}"
     plan = res.get("plan") or {}
     migrated = res.get("migrated") or []
     text = f"{len(migrated)} migrated, {len(res.get('shutdown') or [])} shut down"
@@ -565,21 +569,26 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     """Start the evacuation of the node Rancher drains next (node_steps.head_start). A
     failure here fails nothing: that node's own cycle does the whole evacuation anyway."""
     def text(r: dict[str, Any]) -> str:
+        answered = (f"; {len(r['migrated'])} migrated, its pre-drain answered"
+                    if r.get("answered") else "")
         if r.get("started") or r.get("stopping"):
             return (f"{len(r['started'])} migration(s) started off {r['next']}, "
-                    f"{len(r['stopping'])} VM(s) asked to stop"
+                    f"{len(r['stopping'])} VM(s) asked to stop{answered}"
                     + (f" ({r['why']})" if r.get("why") else ""))
+        if answered:
+            return f"nothing to move off {r['next']}; its pre-drain answered"
         return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
     try:
         res = cycle.run("head start", kube, lambda: node_steps.head_start(
             kube, writer, p.node, p.play, wait=p.head_start_wait,
-            shutdown_timeout=p.shutdown_timeout), text)
+            shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish), text)
     except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
         cycle.steps[-1]["status"] = "skipped"
         cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \
             "); the next node's own cycle evacuates it"
         return
-    result["head_start"] = {k: res.get(k) for k in ("next", "started", "stopping", "why")}
+    result["head_start"] = {k: res.get(k) for k in ("next", "started", "stopping", "why",
+                                                     "answered", "migrated")}
 
 
 def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

@@ -372,7 +372,7 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
 
 
 def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
-               shutdown_timeout: float = 600) -> dict[str, Any]:
+               shutdown_timeout: float = 600, finish: float = 0) -> dict[str, Any]:
     """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
     the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
     ``PreDraining``, ask its non-migratable VMs to stop, create its planned migrations — and
@@ -382,9 +382,14 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     host. Nothing is started for a paused node, a node the gate would refuse, a node
     Longhorn or a PDB makes wait, or a node outside the play; nothing here fails the plan.
 
-    Returns ``{"changed", "next", "why", "started", "stopping"}``."""
+    ``finish`` > 0: then wait up to that many seconds for the node's VMs to be off it (every
+    migration succeeded, every stop done) and answer its pre-drain as its own cycle would
+    (:func:`finish_head_start`); the hand-over to the next host then overlaps Rancher's drain
+    instead of delaying the answer. Anything short of that is left to the node's own cycle.
+
+    Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated"}``."""
     out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
-                           "stopping": []}
+                           "stopping": [], "answered": False, "migrated": []}
     plan = writer.refresh()
     check_phase(plan)
     facts = cluster_facts(kube, plan)
@@ -425,6 +430,61 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
     out["why"] = res.get("deferred") or res.get("skipped") or ""
+    if finish > 0 and not out["why"]:
+        fin = finish_head_start(kube, writer, nxt, finish, stopped=bool(out["stopping"]))
+        out["changed"] |= fin["changed"]
+        out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"])
+    return out
+
+
+def finish_head_start(kube: Kube, writer: PlanWriter, node: str, timeout: float, *,
+                      stopped: bool = False) -> dict[str, Any]:
+    """The end of ``node``'s evacuation after :func:`head_start` started it: wait (watch) up to
+    ``timeout`` seconds for no running VMI to be left on the node, then — Longhorn and the PDBs
+    allowing it now, the plan still in NodeUpgrading — taint the node and answer Rancher's
+    pre-drain (node ``PreDrained``), exactly what the node's own :func:`evacuate` and
+    :func:`answer_hook` do next. Gives up, changing nothing, when time runs out, when one of
+    this run's migrations off the node failed (the node's own cycle retries it, counting the
+    attempt) or when a check would make the evacuation wait; never fails the plan.
+
+    Returns ``{"changed", "answered", "migrated", "why"}``."""
+    out: dict[str, Any] = {"changed": False, "answered": False, "migrated": [], "why": ""}
+    run = run_id()
+    sel = ",".join(f"{k}={v}" for k, v in {**writer.labels("node-upgrade"),
+                                          NODE_LABEL: node}.items())
+
+    def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        for m in view[VMIM_KIND].values():
+            md = m.get("metadata") or {}
+            if (md.get("annotations") or {}).get(RUN_ANNOTATION) == run and \
+                    (m.get("status") or {}).get("phase") == "Failed":
+                return {"failed": md.get("name")}
+        if any(_active_vmi(v) and (v.get("status") or {}).get("nodeName") == node
+               for v in view["VirtualMachineInstance"].values()):
+            return None
+        return {"failed": None}
+
+    try:
+        res = kube.wait([Source(VMI_API, "VirtualMachineInstance"),
+                         Source(VMI_API, VMIM_KIND, label_selector=sel)], off,
+                        timeout=timeout, what=f"the VMs off node {node} (head start)")
+        if res["failed"]:
+            return {**out, "why": f"migration {res['failed']} failed; {node}'s own cycle "
+                                  "retries it"}
+        wait_volumes_safe(kube, node, 0)
+        wait_pdbs(kube, node, 0)
+    except WaitTimeout as exc:
+        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
+    check_phase(writer.refresh())
+    out["changed"] = taint_node(kube, node)
+    if not stopped:   # as evacuate() says when nothing had to stop
+        _no_shutdown_event(writer, node)
+    ans = answer_hook(kube, writer, node, "pre-drain")
+    out["changed"] |= bool(ans.get("changed"))
+    out["answered"] = not ans.get("passed")
+    counted: dict[str, Any] = {"migrated": []}
+    _count_ours(kube, writer, node, counted)
+    out["migrated"] = counted["migrated"]
     return out
 
 
@@ -806,8 +866,14 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     # resume: never evacuate again a node that is past this step (its VMs may be restored)
     past = "WaitingReboot" if shutdown_all else "PreDrained"
     if fact["upgraded"] or state_ordinal(state) >= state_ordinal(past):
-        return {"changed": False, "plan": ev.EvacuationPlan(node=node).as_dict(),
-                "migrated": [], "shutdown": [], "attempts": {}, "skipped": state or "upgraded"}
+        out: dict[str, Any] = {"changed": False, "plan": ev.EvacuationPlan(node=node).as_dict(),
+                               "migrated": [], "shutdown": [], "attempts": {},
+                               "skipped": state or "upgraded"}
+        if not fact["upgraded"] and not shutdown_all:
+            # evacuated already (the previous node's head start, a killed run): say by whom
+            _count_ours(kube, writer, node, out)
+            out["shutdown"] = restore_entries(kube, writer, node)
+        return out
     if shutdown_all:
         writer.set_node_state(node, "SingleNodeUpgrading")
     nodes, vms = evacuation_views(kube, plan, facts, only_node=node)
@@ -845,9 +911,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                              else "SingleNodeUpgradeFailed", "VMShutdownFailed", msg)
             raise NodeLoopError(msg)
     else:
-        writer.event("VMShutdownCompleted",
-                     f"Shutdown completed for 0 VM(s) on node {node}, success: 0, failed: 0",
-                     component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+        _no_shutdown_event(writer, node)
     if shutdown_all:
         return result
     # 2./3. taint + migrations. Target-aware: our own targeted migrations first, then the
@@ -876,6 +940,12 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
     return result
+
+
+def _no_shutdown_event(writer: PlanWriter, node: str) -> None:
+    writer.event("VMShutdownCompleted",
+                 f"Shutdown completed for 0 VM(s) on node {node}, success: 0, failed: 0",
+                 component="vm-live-migrate-detector", namespace=UPGRADE_NS)
 
 
 def _shut_down(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
