@@ -34,7 +34,8 @@ description:
     module marks that node C(PreDraining), asks its non-migratable VMs to stop and creates its
     planned migrations (KubeVirt runs them as its per-node and per-cluster limits allow), then
     waits up to I(head_start_finish) seconds for them to end and, when the node is empty,
-    taints it and answers its pre-drain (node C(PreDrained)); whatever is not done by then,
+    taints it and answers its pre-drain (node C(PreDrained)), then creates its OS upgrade Job
+    once Rancher drained it (node C(PostDraining)); whatever is not done by then,
     that node's own cycle adopts. Rancher's pre-drain is then answered within the watch
     latency instead of after the play's hand-over to the next host, which overlaps Rancher's
     drain. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
@@ -144,8 +145,9 @@ options:
     description:
       - Seconds the head start then waits for the next node's VMs to be off it (every
         migration succeeded, every stop done); when they are, it taints that node and answers
-        its pre-drain as that node's own cycle would, so the hand-over to the next host
-        overlaps Rancher's drain. Otherwise (time out, a failed migration, Longhorn or a PDB
+        its pre-drain as that node's own cycle would and, once Rancher drained it within the
+        same time, creates its OS upgrade Job, so the hand-over to the next host overlaps the
+        OS install. Otherwise (time out, a failed migration, Longhorn or a PDB
         not ready) that node's own cycle carries on from where the head start stopped.
       - C(0) - only start the evacuation.
     type: int
@@ -238,7 +240,8 @@ head_start:
   description: What the head start did - C(next) (the node Rancher drains next), C(started)
     (VMs whose migration started), C(stopping) (VMs asked to stop), C(why) (why nothing or not
     everything was started or finished), C(answered) (its pre-drain answered here),
-    C(migrated) (VMs this run's migrations moved off it, when answered).
+    C(migrated) (VMs this run's migrations moved off it, when answered), C(job) (its OS
+    upgrade Job when the head start created it).
   returned: when a head start ran to its end
   type: dict
 evacuation:

@@ -569,14 +569,17 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     """Start the evacuation of the node Rancher drains next (node_steps.head_start). A
     failure here fails nothing: that node's own cycle does the whole evacuation anyway."""
     def text(r: dict[str, Any]) -> str:
-        answered = (f"; {len(r['migrated'])} migrated, its pre-drain answered"
-                    if r.get("answered") else "")
+        done = ""
+        if r.get("answered"):
+            done = "its pre-drain answered" + (", its OS upgrade started" if r.get("job")
+                                               else "")
         if r.get("started") or r.get("stopping"):
             return (f"{len(r['started'])} migration(s) started off {r['next']}, "
-                    f"{len(r['stopping'])} VM(s) asked to stop{answered}"
+                    f"{len(r['stopping'])} VM(s) asked to stop"
+                    + (f"; {len(r['migrated'])} migrated, {done}" if done else "")
                     + (f" ({r['why']})" if r.get("why") else ""))
-        if answered:
-            return f"nothing to move off {r['next']}; its pre-drain answered"
+        if done:
+            return f"nothing to move off {r['next']}; {done}"
         return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
     try:
         res = cycle.run("head start", kube, lambda: node_steps.head_start(
@@ -588,7 +591,7 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
             "); the next node's own cycle evacuates it"
         return
     result["head_start"] = {k: res.get(k) for k in ("next", "started", "stopping", "why",
-                                                     "answered", "migrated")}
+                                                     "answered", "migrated", "job")}
 
 
 def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

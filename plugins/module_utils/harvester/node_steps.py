@@ -384,12 +384,14 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
 
     ``finish`` > 0: then wait up to that many seconds for the node's VMs to be off it (every
     migration succeeded, every stop done) and answer its pre-drain as its own cycle would
-    (:func:`finish_head_start`); the hand-over to the next host then overlaps Rancher's drain
-    instead of delaying the answer. Anything short of that is left to the node's own cycle.
+    (:func:`finish_head_start`), then start its OS upgrade Job once Rancher drained it; the
+    hand-over to the next host then overlaps the OS install and reboot instead of delaying the
+    answer and the Job. Anything short of that is left to the node's own cycle.
 
-    Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated"}``."""
+    Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated",
+    "job"}``."""
     out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
-                           "stopping": [], "answered": False, "migrated": []}
+                           "stopping": [], "answered": False, "migrated": [], "job": ""}
     plan = writer.refresh()
     check_phase(plan)
     facts = cluster_facts(kube, plan)
@@ -404,7 +406,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
             ann = _secret_ann(sec)
             if f and f["name"] != node and ann.get(no.PRE_DRAIN) and \
                     ann.get(pre_hook) != ann.get(no.PRE_DRAIN):
-                return {"node": f["name"]}
+                return {"node": f["name"], "secret": f["machine_plan_secret"]}
         return None
 
     try:
@@ -431,24 +433,30 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["stopping"] = res.get("shutdown") or []
     out["why"] = res.get("deferred") or res.get("skipped") or ""
     if finish > 0 and not out["why"]:
-        fin = finish_head_start(kube, writer, nxt, finish, stopped=bool(out["stopping"]))
+        fin = finish_head_start(kube, writer, nxt, found["secret"], finish,
+                                stopped=bool(out["stopping"]))
         out["changed"] |= fin["changed"]
-        out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"])
+        out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"],
+                   job=fin["job"])
     return out
 
 
-def finish_head_start(kube: Kube, writer: PlanWriter, node: str, timeout: float, *,
-                      stopped: bool = False) -> dict[str, Any]:
-    """The end of ``node``'s evacuation after :func:`head_start` started it: wait (watch) up to
-    ``timeout`` seconds for no running VMI to be left on the node, then — Longhorn and the PDBs
-    allowing it now, the plan still in NodeUpgrading — taint the node and answer Rancher's
-    pre-drain (node ``PreDrained``), exactly what the node's own :func:`evacuate` and
-    :func:`answer_hook` do next. Gives up, changing nothing, when time runs out, when one of
-    this run's migrations off the node failed (the node's own cycle retries it, counting the
-    attempt) or when a check would make the evacuation wait; never fails the plan.
+def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, timeout: float,
+                      *, stopped: bool = False) -> dict[str, Any]:
+    """The end of ``node``'s evacuation after :func:`head_start` started it (``secret``: its
+    machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
+    on the node, then — Longhorn and the PDBs allowing it now, the plan still in
+    NodeUpgrading — taint the node and answer Rancher's pre-drain (node ``PreDrained``),
+    exactly what the node's own :func:`evacuate` and :func:`answer_hook` do next; then, time
+    left, start its OS upgrade once Rancher drained it (:func:`_start_os_upgrade`). Gives up,
+    changing nothing, when time runs out, when one of this run's migrations off the node
+    failed (the node's own cycle retries it, counting the attempt) or when a check would make
+    the evacuation wait; never fails the plan.
 
-    Returns ``{"changed", "answered", "migrated", "why"}``."""
-    out: dict[str, Any] = {"changed": False, "answered": False, "migrated": [], "why": ""}
+    Returns ``{"changed", "answered", "migrated", "why", "job"}``."""
+    out: dict[str, Any] = {"changed": False, "answered": False, "migrated": [], "why": "",
+                           "job": ""}
+    deadline = time.monotonic() + timeout
     run = run_id()
     sel = ",".join(f"{k}={v}" for k, v in {**writer.labels("node-upgrade"),
                                           NODE_LABEL: node}.items())
@@ -485,7 +493,31 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, timeout: float,
     counted: dict[str, Any] = {"migrated": []}
     _count_ours(kube, writer, node, counted)
     out["migrated"] = counted["migrated"]
+    if out["answered"]:
+        out["job"] = _start_os_upgrade(kube, writer, node, secret, deadline - time.monotonic())
     return out
+
+
+def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
+                      timeout: float) -> str:
+    """After :func:`finish_head_start` answered ``node``'s pre-drain: wait (up to
+    ``timeout``) for Rancher to drain it and ask for the post-drain, then mark it
+    ``PostDraining`` and create its OS upgrade Job, as its own cycle's next two steps would;
+    the node's cycle then awaits that Job and the reboot. Returns the Job's name, or ``""``
+    when Rancher did not get there in time (nothing changed)."""
+    def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        ann = _secret_ann(view["Secret"].get(f"{FLEET_NS}/{secret}"))
+        return {"value": ann[no.POST_DRAIN]} if ann.get(no.POST_DRAIN) else None
+
+    try:
+        kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=max(0.0, timeout),
+                  what=f"Rancher's post-drain on node {node} (head start)")
+    except WaitTimeout:
+        return ""
+    check_phase(writer.refresh())
+    writer.set_node_state(node, "PostDraining")
+    res = run_node_job(kube, writer, node, "post-drain", start_only=True)
+    return str(res["job"]) if res.get("started") else ""
 
 
 def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float
@@ -1299,9 +1331,13 @@ def _node_summary(n: dict[str, Any] | None) -> str:
 
 
 def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
-                 job_timeout: float = 3600, node_timeout: float = 1800) -> dict[str, Any]:
+                 job_timeout: float = 3600, node_timeout: float = 1800,
+                 start_only: bool = False) -> dict[str, Any]:
     """Run the post-drain (or single-node-upgrade) Job and wait for the node to come back
-    Ready on the release's OS. Never reboots a node that already runs the target OS."""
+    Ready on the release's OS. Never reboots a node that already runs the target OS.
+
+    ``start_only`` (the previous node's head start): create the Job if it is due and return,
+    neither waiting nor failing anything (``started``: whether it was created)."""
     plan = writer.refresh()
     rel = release(plan)
     single = job_type == "single-node-upgrade"
@@ -1320,6 +1356,13 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     outcome = _job_outcome(job)
     if kube.check_mode:
         result["changed"] = not on_target
+        return result
+    if start_only:
+        result["started"] = False
+        if not on_target and outcome[0] == "absent" and state == running_state:
+            kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
+            writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+            result["changed"] = result["started"] = True
         return result
     if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
         # already on the new OS (a previous run got past the reboot): no job, no reboot
