@@ -37,8 +37,8 @@ description:
     taints it and answers its pre-drain (node C(PreDrained)), then creates its OS upgrade Job
     once Rancher drained it (node C(PostDraining)); whatever is not done by then,
     that node's own cycle adopts. Rancher's pre-drain is then answered within the watch
-    latency instead of after the play's hand-over to the next host, which overlaps Rancher's
-    drain. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
+    latency instead of after the play's hand-over to the next host, which overlaps the OS
+    install. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
     node outside I(play); a head start never fails the task or the plan.
   - On a deadline the module fails with C(awaited) and C(last_seen) (and the node/plan marked
     failed as the step modules do); C(steps) still lists what was done.
