@@ -53,8 +53,9 @@ options:
     description:
       - I(step=enter) only. Once the phase is entered, start the evacuation of the first node
         Rancher asks to drain (within I(head_start_wait) seconds), as
-        M(harvester.upgrade.node_cycle) does for the next node after each node. That node's
-        own cycle adopts what was started.
+        M(harvester.upgrade.node_cycle) does for the next node after each node, and finish it
+        within I(head_start_finish) seconds (answer its pre-drain, start its OS upgrade Job).
+        That node's own cycle adopts what was started or done.
         Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
         or a PDB makes wait, a node outside I(play), a single-node cluster, or in check mode.
         Nothing here fails the task.
@@ -64,6 +65,12 @@ options:
     description: Seconds to wait for Rancher to ask for the first node (I(head_start)).
     type: int
     default: 10
+  head_start_finish:
+    description: Seconds to wait for the first node's VMs to be off it, then for Rancher's
+      drain (I(head_start)), as M(harvester.upgrade.node_cycle)'s I(head_start_finish);
+      C(0) only starts the evacuation.
+    type: int
+    default: 0
   play:
     description: The node play's hosts (I(head_start)); empty means every managed node.
     type: list
@@ -124,7 +131,8 @@ order:
 head_start:
   description: What I(head_start) did (I(step=enter)) - C(next) (the node Rancher drains
     first), C(started) (migrations created), C(stopping) (VMs asked to stop), C(why) (why
-    nothing or not everything was started).
+    nothing or not everything was started or finished), C(answered) (its pre-drain answered),
+    C(migrated) (VMs moved off it, when answered), C(job) (its OS upgrade Job, when created).
   returned: step=enter with I(head_start), when the plan is in NodeUpgrading
   type: dict
 pending:
@@ -155,6 +163,7 @@ def main() -> None:
         timeout={"type": "int", "default": 1800},
         head_start={"type": "bool", "default": False},
         head_start_wait={"type": "int", "default": 10},
+        head_start_finish={"type": "int", "default": 0},
         play={"type": "list", "elements": "str", "default": []},
     )
     module = node_module.new_module(spec, required_if=[("step", "batch", ["batch"]),
@@ -184,7 +193,8 @@ def main() -> None:
         res = node_steps.enter_phase(kube, writer)
         if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
             res["head_start"] = node_steps.first_head_start(
-                kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"])
+                kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"],
+                p["head_start_finish"])
             res["changed"] |= bool(res["head_start"].pop("changed", False))
         return res
 

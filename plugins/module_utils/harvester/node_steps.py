@@ -520,16 +520,17 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
     return str(res["job"]) if res.get("started") else ""
 
 
-def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float
-                     ) -> dict[str, Any]:
+def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
+                     finish: float = 0) -> dict[str, Any]:
     """:func:`head_start` for the first node of the loop, right after the phase is entered
-    (no node is done yet). Never raises: whatever is not started here, the node's own cycle
+    (no node is done yet). Never raises: whatever is not done here, the node's own cycle
     does."""
     try:
-        return head_start(kube, writer, "", play, wait=wait)
+        return head_start(kube, writer, "", play, wait=wait, finish=finish)
     except Exception as exc:  # noqa: BLE001 - the node's cycle evacuates it anyway
         return {"changed": False, "next": None, "started": [], "stopping": [],
-                "why": f"nothing started ({exc})"[:300]}
+                "answered": False, "migrated": [], "job": "",
+                "why": f"nothing more done ({exc})"[:300]}
 
 
 # ---------------------------------------------------------------------------------------------
