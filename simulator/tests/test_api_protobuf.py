@@ -414,6 +414,13 @@ def test_kubectl_drain_with_pdb(kubectl_pb: Any, ns: str, sim: Any) -> None:
                   "metadata": {"name": f"p{i}", "namespace": ns, "labels": {"app": "pbd"}},
                   "spec": {"nodeName": "node-2", "terminationGracePeriodSeconds": 0,
                            "containers": [{"name": "c", "image": "busybox:1.36"}]}})
+    # a Pending pod is evicted whatever its PDB says (as the real apiserver does): wait for
+    # the simulated kubelet to run both before draining
+    deadline = time.monotonic() + 60
+    while any((c.get("v1", "Pod", f"p{i}", ns).get("status") or {}).get("phase") != "Running"
+              for i in (1, 2)):
+        assert time.monotonic() < deadline, "pods p1/p2 never Running"
+        time.sleep(0.05)
     c.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
               "metadata": {"name": "guard", "namespace": ns},
               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "pbd"}}}})
