@@ -484,6 +484,8 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     except WaitTimeout as exc:
         return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
     check_phase(writer.refresh())
+    if node in paused_nodes(writer.plan):   # paused meanwhile: its own cycle holds it
+        return {**out, "why": f"{node} was paused (pauseNodes) meanwhile"}
     out["changed"] = taint_node(kube, node)
     if not stopped:   # as evacuate() says when nothing had to stop
         _no_shutdown_event(writer, node)
@@ -515,6 +517,8 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
     except WaitTimeout:
         return ""
     check_phase(writer.refresh())
+    if node in paused_nodes(writer.plan):
+        return ""
     writer.set_node_state(node, "PostDraining")
     res = run_node_job(kube, writer, node, "post-drain", start_only=True)
     return str(res["job"]) if res.get("started") else ""
