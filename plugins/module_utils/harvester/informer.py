@@ -218,12 +218,15 @@ class Informer:
 
     # -- reads -------------------------------------------------------------------------------
     def _caught_up(self, min_rv: int, timeout: float) -> bool:
-        """Wait until the informer is healthy and has seen ``min_rv``; False if it is not
-        usable, stopped or has not caught up within ``timeout``."""
+        """Wait until the informer has seen ``min_rv`` (our own last write of the set); False
+        at once if it is not usable, stopped or not healthy (its watch is being re-made: the
+        caller asks the server instead of waiting for it — a quiet set's new watch shows it is
+        healthy only with its first event), and False if it has not caught up within
+        ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self.usable and not self._stop.is_set() and \
-                    (not self.healthy or self._seen < min_rv):
+            while self.usable and not self._stop.is_set() and self.healthy and \
+                    self._seen < min_rv:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
