@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
+CONFLICT = frozenset({409})
 
 
 class ApiError(Exception):
@@ -65,17 +66,20 @@ def _retry_after(exc: Any) -> float | None:
 
 
 def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
-                    cap: float = 8.0, sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run ``fn``; retry on 429/5xx/transport errors with exponential backoff.
+                    cap: float = 8.0, sleep: Callable[[float], None] = time.sleep,
+                    also: frozenset[int] = frozenset()) -> T:
+    """Run ``fn``; retry on 429/5xx/transport errors (and the statuses in ``also``) with
+    exponential backoff.
 
     Non-retriable API errors are raised at once as :class:`ApiError`.
     """
+    retriable = RETRIABLE | also
     delay = base
     for attempt in range(attempts):
         try:
             return fn()
         except ApiError as exc:
-            if exc.status not in RETRIABLE or attempt == attempts - 1:
+            if exc.status not in retriable or attempt == attempts - 1:
                 raise
             sleep(min(cap, delay))
             delay = min(cap, delay * 2)
@@ -84,7 +88,7 @@ def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
             transport = status == 0 and type(exc).__module__.startswith(
                 ("urllib3", "socket", "ssl", "http"))
             transport = transport or isinstance(exc, ConnectionError | TimeoutError)
-            if not (status in RETRIABLE or transport) or attempt == attempts - 1:
+            if not (status in retriable or transport) or attempt == attempts - 1:
                 raise ApiError(status, reason, message) from exc
             sleep(min(cap, _retry_after(exc) or delay))
             delay = min(cap, delay * 2)
@@ -258,13 +262,18 @@ class Kube:
 
     def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
-        """JSON merge patch (``null`` deletes a key)."""
+        """JSON merge patch (``null`` deletes a key). Without a resourceVersion in the patch
+        it is unconditional: a 409 Conflict (the server lost a race it normally retries
+        itself) is retried like a 5xx — applying the same merge patch again is what the server
+        would have done."""
         res = self.resource(api_version, kind)
         if subresource:
             res = getattr(res, subresource)
+        conditional = bool((patch.get("metadata") or {}).get("resourceVersion"))
         return call_with_retry(lambda: _raw(
             res.patch, body=patch, name=name, namespace=namespace,
-            content_type="application/merge-patch+json"))
+            content_type="application/merge-patch+json"),
+            also=frozenset() if conditional else CONFLICT)
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the whole object; its resourceVersion makes it conditional (409 when stale)."""
@@ -281,13 +290,14 @@ class Kube:
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
                propagation: str = "Background") -> bool:
-        """Delete one object; ``False`` if it was already gone."""
+        """Delete one object; ``False`` if it was already gone. No preconditions: a 409 is
+        retried as for an unconditional :meth:`patch`."""
         res = self.resource(api_version, kind)
         try:
             call_with_retry(lambda: res.delete(
                 name=name, namespace=namespace,
                 body={"apiVersion": "v1", "kind": "DeleteOptions",
-                      "propagationPolicy": propagation}))
+                      "propagationPolicy": propagation}), also=CONFLICT)
             return True
         except ApiError as exc:
             if exc.status == 404:
