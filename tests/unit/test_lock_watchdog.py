@@ -20,8 +20,28 @@ def test_module_stops_once_its_ansible_playbook_is_gone() -> None:
     answers = iter([True, True, False])
     stopped: list[int] = []
     lock.watch_run(4242, lambda: stopped.append(1), every=0.0,
-                   alive=lambda pid: next(answers))
+                   alive=lambda pid: next(answers), use_pidfd=False)
     assert stopped == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this platform")
+def test_watchdog_stops_the_module_as_soon_as_the_run_exits() -> None:
+    """With a pidfd the watchdog wakes when the process exits, not at its next poll (here
+    an hour away): a killed run's module must not answer a hook in the meantime."""
+    import subprocess
+    import sys
+    import threading
+    import time
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stopped = threading.Event()
+    watcher = threading.Thread(target=lock.watch_run, daemon=True,
+                               args=(run.pid, stopped.set, 3600.0, lambda pid: True))
+    watcher.start()
+    time.sleep(0.2)
+    assert not stopped.is_set()           # the run lives: the watchdog waits
+    run.kill()
+    assert stopped.wait(30), "the watchdog did not notice the run's exit"
+    run.wait()
 
 
 def test_run_alive_reads_the_process_command_line() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import select
 import socket
 import threading
 import time
@@ -100,15 +101,40 @@ def run_alive(pid: int) -> bool:
     return "ansible-playbook" in _proc_cmdline(pid)
 
 
-def watch_run(pid: int, stop: Callable[[], None], every: float = 1.0,
-              alive: Callable[[int], bool] = run_alive) -> None:
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid`` (readable once that process has exited), None where the kernel or
+    Python has none or the process is gone."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def watch_run(pid: int, stop: Callable[[], None], every: float = 0.25,
+              alive: Callable[[int], bool] = run_alive, use_pidfd: bool = True) -> None:
     """Call ``stop`` once the run's ``ansible-playbook`` (``pid``) is gone.
 
     Ansible runs each task in a worker that calls ``setsid()``, so ``kill -9`` of
     ansible-playbook (even of its whole process group) leaves the module running: it would go
     on working -- migrating, answering Rancher -- beside the next run, which finds the lock
     stale (its holder's process is gone) and takes it. The module stops instead, as if the
-    kill had reached it; every step resumes from the cluster's state wherever it stopped."""
+    kill had reached it; every step resumes from the cluster's state wherever it stopped.
+
+    Where Linux gives a pidfd (5.3+), the thread sleeps on it and stops the module the
+    moment the process exits (a poll every second let a killed run's module answer a
+    hook it should have left to the next run); otherwise it checks every ``every`` s."""
+    fd = _open_pidfd(pid) if use_pidfd else None
+    if fd is not None:
+        try:
+            if alive(pid):              # the pidfd is of the run, not of a reused pid
+                select.select([fd], [], [])
+            stop()
+            return
+        finally:
+            os.close(fd)
     while True:
         time.sleep(every)
         if not alive(pid):
