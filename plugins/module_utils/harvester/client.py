@@ -42,6 +42,15 @@ class NotServed(ApiError):
     """The cluster does not serve this apiVersion/kind (CRD not installed)."""
 
 
+PATH_NOT_FOUND = "the server could not find the requested resource"
+
+
+def unserved_path(exc: ApiError) -> bool:
+    """The apiserver's 404 for a path it does not serve (an object that does not exist
+    names itself in its 404 instead)."""
+    return exc.status == 404 and exc.message.startswith(PATH_NOT_FOUND)
+
+
 def _message_of(exc: Any) -> tuple[int, str, str]:
     status = int(getattr(exc, "status", 0) or 0)
     reason = str(getattr(exc, "reason", "") or type(exc).__name__)
@@ -197,6 +206,20 @@ class Kube:
                 raise
         return self._resources[key]
 
+    def on_resource(self, api_version: str, kind: str, call: Callable[[Any], T]) -> T:
+        """``call(resource)``. Discovery is cached on disk by kubernetes.core, per API host
+        and user, and a cached kind the server no longer serves answers 404 for its path (a
+        CRD deleted since, or a new cluster at an address an earlier one used): then
+        discovery is read again once, and the kind is :class:`NotServed` or the call is made
+        again."""
+        try:
+            return call(self.resource(api_version, kind))
+        except ApiError as exc:
+            if not unserved_path(exc) or isinstance(exc, NotServed):
+                raise
+        self.invalidate()
+        return call(self.resource(api_version, kind))
+
     def served(self, api_version: str, kind: str) -> bool:
         try:
             self.resource(api_version, kind)
@@ -215,9 +238,11 @@ class Kube:
     # -- reads -------------------------------------------------------------------------------
     def get(self, api_version: str, kind: str, name: str,
             namespace: str | None = None) -> dict[str, Any] | None:
-        res = self.resource(api_version, kind)
         try:
-            return call_with_retry(lambda: _raw(res.get, name=name, namespace=namespace))
+            return self.on_resource(api_version, kind, lambda res: call_with_retry(
+                lambda: _raw(res.get, name=name, namespace=namespace)))
+        except NotServed:
+            raise
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -227,13 +252,13 @@ class Kube:
                      label_selector: str | None = None, field_selector: str | None = None
                      ) -> tuple[list[dict[str, Any]], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
-        res = self.resource(api_version, kind)
         kw: dict[str, Any] = {"namespace": namespace}
         if label_selector:
             kw["label_selector"] = label_selector
         if field_selector:
             kw["field_selector"] = field_selector
-        out = call_with_retry(lambda: _raw(res.get, **kw))
+        out = self.on_resource(api_version, kind,
+                               lambda res: call_with_retry(lambda: _raw(res.get, **kw)))
         items = [dict(i) for i in out.get("items") or []]
         for item in items:   # list items lack apiVersion/kind
             item.setdefault("apiVersion", api_version)
@@ -256,9 +281,9 @@ class Kube:
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        res = self.resource(obj["apiVersion"], obj["kind"])
         ns = (obj.get("metadata") or {}).get("namespace")
-        return call_with_retry(lambda: _raw(res.create, body=obj, namespace=ns))
+        return self.on_resource(obj["apiVersion"], obj["kind"], lambda res: call_with_retry(
+            lambda: _raw(res.create, body=obj, namespace=ns)))
 
     def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
@@ -266,14 +291,16 @@ class Kube:
         it is unconditional: a 409 Conflict (the server lost a race it normally retries
         itself) is retried like a 5xx — applying the same merge patch again is what the server
         would have done."""
-        res = self.resource(api_version, kind)
-        if subresource:
-            res = getattr(res, subresource)
         conditional = bool((patch.get("metadata") or {}).get("resourceVersion"))
-        return call_with_retry(lambda: _raw(
-            res.patch, body=patch, name=name, namespace=namespace,
-            content_type="application/merge-patch+json"),
-            also=frozenset() if conditional else CONFLICT)
+
+        def send(res: Any) -> dict[str, Any]:
+            target = getattr(res, subresource) if subresource else res
+            return call_with_retry(lambda: _raw(
+                target.patch, body=patch, name=name, namespace=namespace,
+                content_type="application/merge-patch+json"),
+                also=frozenset() if conditional else CONFLICT)
+
+        return self.on_resource(api_version, kind, send)
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the whole object; its resourceVersion makes it conditional (409 when stale)."""

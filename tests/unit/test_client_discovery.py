@@ -1,0 +1,74 @@
+"""Kube and a stale discovery cache: kubernetes.core caches discovery on disk per API host and
+user, so a kind cached as served can answer 404 for its path (the CRD was deleted since, or a
+new cluster listens where an earlier one did: `make test` once failed the what-if pre-flight
+on a fresh simulator this way). Discovery is then read again once, and the kind is not served
+or the call is made again; a 404 for a missing object stays what it was."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
+client = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
+
+PATH_404 = client.ApiError(404, "NotFound", client.PATH_NOT_FOUND)
+
+
+class Resource:
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers, self.calls = answers, 0
+
+    def get(self, **kw: Any) -> dict[str, Any]:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+
+class Discovery:
+    """``resources`` of a dynamic client: serves ``served`` until invalidated, then
+    ``after`` (None: the kind is gone)."""
+
+    def __init__(self, served: Resource, after: Resource | None) -> None:
+        self.current: Resource | None = served
+        self.after, self.invalidated = after, 0
+        self.resources = self
+
+    def get(self, api_version: str, kind: str) -> Resource:
+        if self.current is None:
+            from kubernetes.dynamic.exceptions import ResourceNotFoundError
+            raise ResourceNotFoundError(f"{kind} not found")
+        return self.current
+
+    def invalidate_cache(self) -> None:
+        self.invalidated += 1
+        self.current = self.after
+
+
+def test_a_kind_gone_since_discovery_is_not_served() -> None:
+    dyn = Discovery(Resource([PATH_404]), after=None)
+    kube = client.Kube(dyn)
+    assert kube.list_if_served("example.io/v1", "Thing") is None
+    assert dyn.invalidated == 1
+    with pytest.raises(client.NotServed):
+        kube.get("example.io/v1", "Thing", "x")
+
+
+def test_a_kind_served_again_after_rediscovery_is_read() -> None:
+    fresh = Resource([{"items": [{"metadata": {"name": "a"}}], "metadata": {}}])
+    dyn = Discovery(Resource([PATH_404]), after=fresh)
+    kube = client.Kube(dyn)
+    assert [i["metadata"]["name"] for i in kube.list("example.io/v1", "Thing")] == ["a"]
+    assert dyn.invalidated == 1 and fresh.calls == 1
+
+
+def test_a_missing_object_is_none_without_rediscovery() -> None:
+    gone = client.ApiError(404, "NotFound", 'things.example.io "x" not found')
+    dyn = Discovery(Resource([gone]), after=None)
+    kube = client.Kube(dyn)
+    assert kube.get("example.io/v1", "Thing", "x") is None
+    assert dyn.invalidated == 0
