@@ -1,0 +1,96 @@
+"""Parsing response bodies: a large one (a list of a cluster-wide set) is parsed with the
+cyclic garbage collector paused, and the collector is left as it was found afterwards, also
+when the parse fails and when threads parse side by side."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
+client = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
+
+
+def body(items: int) -> bytes:
+    return json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"},
+                       "items": [{"metadata": {"name": f"p{i}", "labels": {"a": "b"}}}
+                                 for i in range(items)]}).encode()
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """Whether the collector was enabled during each json.loads the client made."""
+    states: list[bool] = []
+    real = json.loads
+
+    def loads(data: Any) -> Any:
+        states.append(gc.isenabled())
+        return real(data)
+    monkeypatch.setattr(client.json, "loads", loads)
+    was = gc.isenabled()
+    gc.enable()
+    yield states
+    if not was:
+        gc.disable()
+
+
+def test_large_body_parsed_with_gc_paused_then_resumed(seen: list[bool]) -> None:
+    data = body(5000)
+    assert len(data) >= client.BIG_BODY
+    parsed = client._to_dict(type("Response", (), {"data": data})())
+    assert len(parsed["items"]) == 5000
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_small_body_leaves_gc_alone(seen: list[bool]) -> None:
+    assert client.loads_body(body(3))["metadata"]["resourceVersion"] == "7"
+    assert seen == [True]
+    assert gc.isenabled()
+
+
+def test_gc_resumed_after_a_body_that_does_not_parse(seen: list[bool]) -> None:
+    with pytest.raises(ValueError):
+        client.loads_body(b"{" + b" " * client.BIG_BODY)
+    assert gc.isenabled()
+
+
+def test_gc_disabled_by_someone_else_stays_disabled(seen: list[bool]) -> None:
+    gc.disable()
+    try:
+        client.loads_body(body(5000))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_threads_parsing_side_by_side_resume_gc_once_all_are_done(
+        monkeypatch: pytest.MonkeyPatch, seen: list[bool]) -> None:
+    # the first parse waits until the second one has started: the second one ends first, and
+    # the collector must stay paused until the first one is done too
+    first_in, second_done = threading.Event(), threading.Event()
+    real = client.json.loads
+    during_first: list[bool] = []
+
+    def loads(data: Any) -> Any:
+        if not first_in.is_set():
+            first_in.set()
+            assert second_done.wait(5)
+            during_first.append(gc.isenabled())
+        return real(data)
+    monkeypatch.setattr(client.json, "loads", loads)
+    data = body(5000)
+    t = threading.Thread(target=client.loads_body, args=(data,))
+    t.start()
+    assert first_in.wait(5)
+    client.loads_body(data)
+    second_done.set()
+    t.join(5)
+    assert during_first == [False]
+    assert gc.isenabled()
