@@ -14,6 +14,8 @@ inside the one task:
 3. it prints ``node cycle of <node>:`` and one line per step, also when the module failed.
 
 The task's result is the last module result; its ``summary`` holds the lines of every call.
+The module runs inside the task's worker where that is the same thing (see
+``plugin_utils/in_process.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
 
 display = Display()
 
@@ -62,8 +66,7 @@ class ActionModule(ActionBase):
 
     def _cycle(self, args: dict[str, Any], task_vars: dict[str, Any] | None,
                summary: list[str], after_pause: bool = False) -> dict[str, Any]:
-        res: dict[str, Any] = self._execute_module(
-            module_name=self._task.action, module_args=args, task_vars=task_vars)
+        res = in_process.execute(self, self._task.action, args, task_vars)
         lines = [str(x) for x in res.get("summary") or []]
         if lines:
             what = "after the pause " if after_pause else ""

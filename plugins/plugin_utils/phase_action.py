@@ -4,6 +4,8 @@ A phase module waits in slices of ``progress_interval`` seconds and returns
 ``status: pending`` with a progress line when a slice ends; this action calls it again
 (with the same absolute ``deadline``) until the phase completes, fails or is not to be run,
 printing each progress line. Modules stay usable without it (then they block until done).
+The module runs inside the task's worker where that is the same thing (see
+:mod:`in_process`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
 
 display = Display()
 
@@ -41,8 +45,7 @@ class PhaseAction(ActionBase):
         started = time.time()
         announced = False
         while True:
-            res = self._execute_module(module_name=self._task.action, module_args=args,
-                                       task_vars=task_vars)
+            res = in_process.execute(self, self._task.action, args, task_vars)
             phase = res.get("phase") or label
             plan = res.get("plan")
             if not announced and res.get("status") in ("pending", "completed") \

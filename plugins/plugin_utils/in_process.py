@@ -1,0 +1,218 @@
+"""Run one of this collection's modules inside the task's worker instead of a new process.
+
+Ansible runs a module by building an AnsiballZ payload and starting a new Python for it, which
+imports ``ansible.module_utils.basic``, ``kubernetes`` and our code from a zip (no bytecode
+cache) every time: ~0.35 CPU-s and ~0.35 s of wall time per call, most of a short phase's
+cost (docs/performance.md). Our modules only talk to the Kubernetes API, and every play of
+the collection runs them with ``connection: local`` under the controller's own Python, so the
+action plugins run them here instead: the task's worker (a fork of ansible-playbook) calls the
+module's ``main()`` with a stand-in for ``AnsibleModule`` (:class:`InProcessModule`) that
+validates the arguments with the same validator, and turns ``exit_json``/``fail_json`` into a
+result. This file's imports load ``kubernetes`` and our module_utils once, in ansible-playbook
+itself (action plugins are loaded there before a task is queued), so every fork has them.
+
+Used only when it is the same thing: the task runs on the ``local`` connection, without
+become or async, with the controller's Python, for a module of this collection, and
+``harvester_upgrade_in_process`` (a variable; default true) is not false. Anything else runs
+the module the usual way. A killed run stops the same way: the lock's watchdog ends the
+process the module runs in (here the worker) when ansible-playbook is gone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from typing import Any
+
+from ansible.module_utils.common.arg_spec import ModuleArgumentSpecValidator
+from ansible.module_utils.common.parameters import remove_values
+from ansible.module_utils.errors import UnsupportedError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+# loaded here, in ansible-playbook, so that every worker forked from it has them already
+# (the reason this runner saves time); a missing dependency shows when a module runs
+try:
+    import kubernetes.client  # noqa: F401
+    import kubernetes.dynamic  # noqa: F401
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import (  # noqa: F401
+        client as _k8s_client,
+    )
+
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (  # noqa: F401
+        node_cycle,
+        node_module,
+        pipeline,
+    )
+except ImportError:  # pragma: no cover - the module reports what is missing
+    pass
+
+display = Display()
+
+COLLECTION = "harvester.upgrade."
+NODE_MODULE = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_module"
+SWITCH = "harvester_upgrade_in_process"
+
+
+class ModuleExit(BaseException):
+    """``exit_json``/``fail_json`` of :class:`InProcessModule`: a BaseException like the
+    SystemExit of a real module, so no ``except Exception`` of the module catches it."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result.get("msg", ""))
+        self.result = result
+
+
+class InProcessModule:
+    """What our modules use of ``AnsibleModule``: ``params``, ``check_mode``, ``warn``,
+    ``exit_json``, ``fail_json``; arguments validated by the same validator."""
+
+    args: dict[str, Any] = {}
+    check_mode_active = False
+    name = "module"
+
+    def __init__(self, argument_spec: dict[str, Any], bypass_checks: bool = False,
+                 no_log: bool = False, mutually_exclusive: Any = None,
+                 required_together: Any = None, required_one_of: Any = None,
+                 add_file_common_args: bool = False, supports_check_mode: bool = False,
+                 required_if: Any = None, required_by: Any = None) -> None:
+        self.argument_spec = argument_spec
+        self.check_mode = self.check_mode_active
+        self.warnings: list[str] = []
+        self.no_log_values: set[str] = set()
+        self.params: dict[str, Any] = dict(self.args)
+        validation = ModuleArgumentSpecValidator(
+            argument_spec, mutually_exclusive, required_together, required_one_of,
+            required_if, required_by).validate(self.params)
+        self.params.update(validation.validated_parameters)
+        self.no_log_values.update(validation._no_log_values)  # noqa: SLF001 - as AnsibleModule
+        try:
+            error = validation.errors[0]
+        except IndexError:
+            error = None
+        if error is not None:
+            msg = validation.errors.msg
+            if isinstance(error, UnsupportedError):
+                msg = f"Unsupported parameters for ({self.name}) module: {msg}"
+            self.fail_json(msg=msg)
+        if self.check_mode and not supports_check_mode:
+            self.exit_json(skipped=True,
+                           msg=f"remote module ({self.name}) does not support check mode")
+
+    def warn(self, warning: str) -> None:
+        self.warnings.append(str(warning))
+
+    def _result(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        result = dict(kwargs)
+        result.setdefault("changed", False)
+        result["invocation"] = {"module_args": self.params}
+        result = remove_values(result, self.no_log_values)
+        if self.warnings:
+            result["warnings"] = list(self.warnings)
+        return result  # type: ignore[no-any-return]
+
+    def exit_json(self, **kwargs: Any) -> None:
+        raise ModuleExit(self._result(kwargs))
+
+    def fail_json(self, msg: str, **kwargs: Any) -> None:
+        kwargs["failed"] = True
+        kwargs["msg"] = msg
+        raise ModuleExit(self._result(kwargs))
+
+
+def _same_python(action: ActionBase, task_vars: dict[str, Any]) -> bool:
+    interpreter = task_vars.get("ansible_python_interpreter")
+    if interpreter in (None, "", "auto", "auto_silent", "auto_legacy", "auto_legacy_silent"):
+        return True
+    templar = getattr(action, "_templar", None)
+    if templar is not None and isinstance(interpreter, str):
+        try:
+            interpreter = templar.template(interpreter)
+        except Exception:  # noqa: BLE001 - then it is not known to be ours
+            return False
+    return os.path.realpath(str(interpreter)) == os.path.realpath(sys.executable) or \
+        str(interpreter) == sys.executable
+
+
+def usable(action: ActionBase, module_fqcn: str, task_vars: dict[str, Any] | None) -> bool:
+    """Whether ``module_fqcn`` may run in this worker (see the module doc)."""
+    task_vars = task_vars or {}
+    if not module_fqcn.startswith(COLLECTION):
+        return False
+    try:
+        if not boolean(task_vars.get(SWITCH, True), strict=False):
+            return False
+    except TypeError:
+        return False
+    task = action._task  # noqa: SLF001 - the action's own task
+    if task.async_val or action._play_context.become:  # noqa: SLF001
+        return False
+    if getattr(action._connection, "transport", "") not in ("local", "ansible.builtin.local"):  # noqa: SLF001
+        return False
+    return _same_python(action, task_vars)
+
+
+def resolve(action: ActionBase, name: str) -> str:
+    """The module's fully qualified name (``harvester.upgrade.x``) or ``name``."""
+    if name.startswith(COLLECTION):
+        return name
+    try:
+        ctx = action._shared_loader_obj.module_loader.find_plugin_with_context(  # noqa: SLF001
+            name, collection_list=action._task.collections)  # noqa: SLF001
+        return str(ctx.resolved_fqcn or name) if ctx.resolved else name
+    except Exception:  # noqa: BLE001 - unknown here: the usual way reports it
+        return name
+
+
+def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """Call the module's ``main()`` here with ``args``; its result (failed on a crash)."""
+    short = module_fqcn.rsplit(".", 1)[-1]
+    code = importlib.import_module(f"ansible_collections.harvester.upgrade.plugins.modules.{short}")
+    standin = type("InProcessModule", (InProcessModule,),
+                   {"args": dict(args), "check_mode_active": check_mode, "name": short})
+    # the stand-in replaces AnsibleModule where our modules build one; this process is the
+    # task's own fork, so nothing else sees the change
+    for holder in (code, sys.modules.get(NODE_MODULE)):
+        if holder is not None and hasattr(holder, "AnsibleModule"):
+            holder.AnsibleModule = standin  # type: ignore[attr-defined]
+    try:
+        code.main()
+    except ModuleExit as done:
+        return done.result
+    except Exception as exc:  # noqa: BLE001 - as a crashed module process is reported
+        return {"failed": True, "changed": False,
+                "msg": f"MODULE FAILURE: {type(exc).__name__}: {exc}",
+                "exception": traceback.format_exc()}
+    return {"failed": True, "changed": False,
+            "msg": f"MODULE FAILURE: {short} returned without exit_json or fail_json"}
+
+
+def execute(action: ActionBase, module_name: str, module_args: dict[str, Any],
+            task_vars: dict[str, Any] | None) -> dict[str, Any]:
+    """``action._execute_module(module_name, module_args)``, in this worker when
+    :func:`usable`; module warnings are shown as a module's are."""
+    fqcn = resolve(action, module_name)
+    if not usable(action, fqcn, task_vars):
+        return action._execute_module(module_name=module_name,  # noqa: SLF001
+                                      module_args=module_args, task_vars=task_vars)
+    result = run(fqcn, module_args, bool(action._task.check_mode))  # noqa: SLF001
+    for warning in result.pop("warnings", None) or []:
+        display.warning(str(warning))
+    return result
+
+
+class InProcessAction(ActionBase):
+    """Action plugin of a module with nothing to do on the controller but to run it (in this
+    worker when :func:`usable`)."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        result.update(execute(self, self._task.action, dict(self._task.args), task_vars))
+        return result
