@@ -173,11 +173,12 @@ def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, A
     code = importlib.import_module(f"ansible_collections.harvester.upgrade.plugins.modules.{short}")
     standin = type("InProcessModule", (InProcessModule,),
                    {"args": dict(args), "check_mode_active": check_mode, "name": short})
-    # the stand-in replaces AnsibleModule where our modules build one; this process is the
-    # task's own fork, so nothing else sees the change
-    for holder in (code, sys.modules.get(NODE_MODULE)):
-        if holder is not None and hasattr(holder, "AnsibleModule"):
-            holder.AnsibleModule = standin  # type: ignore[attr-defined]
+    # the stand-in replaces AnsibleModule where our modules build one, for this call
+    swapped = [(holder, holder.AnsibleModule)
+               for holder in (code, sys.modules.get(NODE_MODULE))
+               if holder is not None and hasattr(holder, "AnsibleModule")]
+    for holder, _original in swapped:
+        holder.AnsibleModule = standin
     try:
         code.main()
     except ModuleExit as done:
@@ -186,6 +187,9 @@ def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, A
         return {"failed": True, "changed": False,
                 "msg": f"MODULE FAILURE: {type(exc).__name__}: {exc}",
                 "exception": traceback.format_exc()}
+    finally:
+        for holder, original in swapped:
+            holder.AnsibleModule = original
     return {"failed": True, "changed": False,
             "msg": f"MODULE FAILURE: {short} returned without exit_json or fail_json"}
 

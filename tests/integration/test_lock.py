@@ -166,11 +166,12 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
             paused = ((st.get("nodeUpgradeStatuses") or {}).get("node-1") or {}).get("state")
             if paused == "UpgradePaused":
                 # the module waiting for node-1 to be released from pauseNodes (up to 600 s):
-                # a process of its own under the task's worker (node_cycle's second call in
-                # node mode, node_gate step=pause in steps mode)
+                # node_cycle's second call (node_gate step=pause in steps mode), run inside
+                # the task's worker (a fork of ansible-playbook, setsid) or, with
+                # harvester_upgrade_in_process=false, in a process of its own under it
                 ours = _our_processes(kubeconfig)
-                modules = [p for p in ours
-                           if "AnsiballZ_node_gate" in p or "AnsiballZ_node_cycle" in p]
+                modules = [p for p in ours if "AnsiballZ_node_" in p or (
+                    "ansible-playbook" in p and int(p.split()[0]) != play.pid)]
             time.sleep(0.1)
         assert modules, (f"after {time.monotonic() - started:.0f}s: processes "
                          f"{[p[:200] for p in ours]}\n"
