@@ -64,6 +64,9 @@ def test_verbose_runs_leak_no_secret(simulator: Any, playbook: Any, tmp_path: An
             extra_vars={**PREFLIGHT, "upgrade_host": sim.url, "upgrade_api_key": sim.token,
                         "upgrade_ca_cert": str(ca)},
             env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": str(tmp_path / "none")}),
+        "kubeconfig file, modules in processes of their own": playbook(
+            sim, "upgrade.yml", "-vvv", tags="preflight", timeout=300,
+            extra_vars={**PREFLIGHT, "harvester_upgrade_in_process": False}),
         "kubeconfig content": playbook(
             sim, "upgrade.yml", "-vvv", tags="preflight", timeout=300,
             extra_vars={**PREFLIGHT, "upgrade_kubeconfig": kc},
@@ -71,8 +74,15 @@ def test_verbose_runs_leak_no_secret(simulator: Any, playbook: Any, tmp_path: An
     }
     for name, res in runs.items():
         assert res.rc == 0, f"{name}: {res}"
-        assert "<127.0.0.1>" in res.output or "ESTABLISH LOCAL CONNECTION" in res.output, name
+        # -vvv took effect: the modules' invocations are printed (run in the task's worker,
+        # plugin_utils/in_process.py) or the local connection's commands
+        assert any(s in res.output for s in ("module_args", "<127.0.0.1>",
+                                             "ESTABLISH LOCAL CONNECTION")), name
         _assert_clean(f"the -vvv output ({name})", res.output, secrets)
+    # the switch works: AnsiballZ modules over the local connection
+    assert "AnsiballZ_preflight" in runs["kubeconfig file, modules in processes of their own"
+                                         ].output
+    assert "AnsiballZ_preflight" not in runs["kubeconfig file"].output
     text = _cluster_text(sim)
     assert '"UpgradePlan"' in text or "upgradeplan" in text.lower()
     _assert_clean("the UpgradePlan or an Event", text, secrets)
