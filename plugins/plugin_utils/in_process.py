@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import sys
 import traceback
 from typing import Any
@@ -34,22 +35,25 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 # loaded here, in ansible-playbook, so that every worker forked from it has them already
-# (the reason this runner saves time); a missing dependency shows when a module runs
-try:
-    import kubernetes.client  # noqa: F401
-    import kubernetes.dynamic  # noqa: F401
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import (  # noqa: F401
-        client as _k8s_client,
-    )
+# (the reason this runner saves time): the Kubernetes client and every module of the
+# collection with the module_utils it imports; a missing dependency shows when a module runs
+MODULES = "ansible_collections.harvester.upgrade.plugins.modules"
 
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (  # noqa: F401
-        node_cycle,
-        node_module,
-        pipeline,
-    )
-except ImportError:  # pragma: no cover - the module reports what is missing
-    pass
 
+def _preload() -> None:
+    for name in ("kubernetes.client", "kubernetes.dynamic", MODULES):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return
+    for info in pkgutil.iter_modules(sys.modules[MODULES].__path__):
+        try:
+            importlib.import_module(f"{MODULES}.{info.name}")
+        except Exception:  # noqa: BLE001 - that module reports it when it runs
+            continue
+
+
+_preload()
 display = Display()
 
 COLLECTION = "harvester.upgrade."
@@ -170,7 +174,7 @@ def resolve(action: ActionBase, name: str) -> str:
 def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     """Call the module's ``main()`` here with ``args``; its result (failed on a crash)."""
     short = module_fqcn.rsplit(".", 1)[-1]
-    code = importlib.import_module(f"ansible_collections.harvester.upgrade.plugins.modules.{short}")
+    code = importlib.import_module(f"{MODULES}.{short}")
     standin = type("InProcessModule", (InProcessModule,),
                    {"args": dict(args), "check_mode_active": check_mode, "name": short})
     # the stand-in replaces AnsibleModule where our modules build one, for this call

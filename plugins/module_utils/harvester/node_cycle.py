@@ -590,8 +590,8 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
         cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \
             "); the next node's own cycle evacuates it"
         return
-    result["head_start"] = {k: res.get(k) for k in ("next", "started", "stopping", "why",
-                                                     "answered", "migrated", "job")}
+    keys = ("next", "started", "stopping", "why", "answered", "migrated", "job")
+    result["head_start"] = {k: res.get(k) for k in keys}
 
 
 def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

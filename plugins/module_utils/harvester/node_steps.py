@@ -458,8 +458,8 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                            "job": ""}
     deadline = time.monotonic() + timeout
     run = run_id()
-    sel = ",".join(f"{k}={v}" for k, v in {**writer.labels("node-upgrade"),
-                                          NODE_LABEL: node}.items())
+    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    sel = ",".join(f"{k}={v}" for k, v in labels.items())
 
     def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
         for m in view[VMIM_KIND].values():
