@@ -20,6 +20,7 @@ process the module runs in (here the worker) when ansible-playbook is gone.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pkgutil
@@ -206,6 +207,11 @@ def execute(action: ActionBase, module_name: str, module_args: dict[str, Any],
     if not usable(action, fqcn, task_vars):
         return action._execute_module(module_name=module_name,  # noqa: SLF001
                                       module_args=module_args, task_vars=task_vars)
+    # this worker is a fork of ansible-playbook and holds its whole heap (plays, variables,
+    # plugins): leave those objects out of the garbage collector's passes, which the module's
+    # allocations would otherwise set off over and over (and which would copy the pages
+    # shared with ansible-playbook); the worker ends with the task
+    gc.freeze()
     result = run(fqcn, module_args, bool(action._task.check_mode))  # noqa: SLF001
     for warning in result.pop("warnings", None) or []:
         display.warning(str(warning))

@@ -305,3 +305,37 @@ def test_secret_string_data_is_merged_into_data(store: Store) -> None:
     assert created["data"] == {"a": "eA==", "b": "YmVl", "c": "c2Vh"}
     updated = store.update(sec_rt, {**created, "stringData": {"a": "ay"}}, "default")
     assert "stringData" not in updated and updated["data"]["a"] == "YXk="
+
+
+# ---------------------------------------------------------------- list bodies
+def test_list_items_json_is_the_objects_json_and_follows_writes(store: Store) -> None:
+    """server.ItemJson (list items serialised once per resourceVersion) gives the bytes of
+    json.dumps of the stored objects, before and after a write, a delete and a re-create."""
+    import json
+
+    from harvester_sim.api.server import ItemJson
+    cm = rt(store, "", "configmaps")
+    for i in range(3):
+        store.create(cm, {"metadata": {"name": f"c{i}", "namespace": "default"},
+                          "data": {"k": str(i)}})
+    cache = ItemJson(limit=4)
+
+    def listed() -> tuple[bytes, bytes]:
+        items = store.list(cm, "default", copy_items=False)[0]
+        return cache.items(cm, items), json.dumps(items, separators=(",", ":")).encode()
+
+    got, want = listed()
+    assert got == want and b'"k":"1"' in got
+    assert listed()[0] == want                       # served again, unchanged
+    cur = store.get(cm, "default", "c1")
+    assert cur is not None
+    cur["data"] = {"k": "changed"}
+    store.update(cm, cur, "default")
+    got, want = listed()
+    assert got == want and b'"k":"changed"' in got   # the new version, not the cached one
+    store.delete(cm, "default", "c2")
+    store.create(cm, {"metadata": {"name": "c2", "namespace": "default"}, "data": {"k": "new"}})
+    store.create(cm, {"metadata": {"name": "c3", "namespace": "default"}})   # past the limit
+    got, want = listed()
+    assert got == want and b'"k":"new"' in got
+    assert cache.items(cm, []) == b"[]"

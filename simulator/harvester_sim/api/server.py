@@ -126,6 +126,7 @@ class ApiServer:
         self.certs = tls.generate(serving_days=_serving_cert_days(world))
         self.ssl_ctx = self.certs.ssl_context()
         self.managed = ManagedFields()
+        self.item_json = ItemJson()
         self._stats_lock = threading.Lock()
         self._by_verb: dict[str, int] = {}
         self._by_resource: dict[str, int] = {}
@@ -339,6 +340,40 @@ def _rfc3339(ts: float) -> str:
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class ItemJson:
+    """The JSON of list items, kept per object while its resourceVersion stays.
+
+    A list serialised every item again: at 100 nodes the upgrade lists 3,000 VMIs, 3,200 Pods,
+    3,000 Longhorn Volumes and 9,000 Replicas once per node, and most of them have not changed
+    since the previous node's list. Stored objects are never changed in place (a write stores
+    a new object with a new resourceVersion), so the bytes of an object at a resourceVersion
+    are those of any later list of it. One entry per object (a newer version replaces it);
+    the whole map is dropped past ``limit`` entries (deleted objects' entries)."""
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = limit
+        self._by_key: dict[tuple[Any, ...], tuple[str, bytes]] = {}
+
+    def dumps(self, rt: Any, obj: dict[str, Any]) -> bytes:
+        md = obj.get("metadata") or {}
+        rv = md.get("resourceVersion")
+        if not rv:
+            return _dumps(obj)
+        key = (rt.api_version, rt.kind, md.get("namespace"), md.get("name"))
+        hit = self._by_key.get(key)
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+        data = _dumps(obj)
+        if len(self._by_key) >= self.limit:
+            self._by_key.clear()
+        self._by_key[key] = (rv, data)
+        return data
+
+    def items(self, rt: Any, objs: list[dict[str, Any]]) -> bytes:
+        """``_dumps(objs)``, byte for byte."""
+        return b"[" + b",".join([self.dumps(rt, o) for o in objs]) + b"]"
 
 
 def _status_body(err: errors.ApiError) -> bytes:
@@ -679,7 +714,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise Response(200, _dumps(tables.table(rt, items, self._include(), meta)))
         body = b"".join([
             b'{"kind":', _dumps(rt.kind + "List"), b',"apiVersion":', _dumps(rt.api_version),
-            b',"metadata":', _dumps(meta), b',"items":', _dumps(items), b"}"])
+            b',"metadata":', _dumps(meta), b',"items":', self.api.item_json.items(rt, items),
+            b"}"])
         raise Response(200, body)
 
     # ------------------------------------------------------------ writes
