@@ -38,15 +38,12 @@ def paused_message(node: str, plan: str, timeout: int) -> str:
             f"playbook resumes.")
 
 
-class ActionModule(ActionBase):
+class ActionModule(in_process.InProcessAction):
     """Run node_cycle, hold a paused node, print the step lines."""
-
-    TRANSFERS_FILES = False
-    _requires_connection = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
-        result: dict[str, Any] = super().run(tmp, task_vars)
+        result: dict[str, Any] = ActionBase.run(self, tmp, task_vars)
         args = dict(self._task.args)
         try:
             wait = int(args.get("pause_timeout") or 0)

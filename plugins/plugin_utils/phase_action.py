@@ -28,15 +28,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-class PhaseAction(ActionBase):
+class PhaseAction(in_process.InProcessAction):
     """Loop a phase module until it stops answering ``pending``."""
-
-    TRANSFERS_FILES = False
-    _requires_connection = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
-        result: dict[str, Any] = super().run(tmp, task_vars)
+        result: dict[str, Any] = ActionBase.run(self, tmp, task_vars)
         args = dict(self._task.args)
         timeout = int(args.get("timeout") or 3600)
         args.setdefault("progress_interval", 30)
