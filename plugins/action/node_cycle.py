@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
@@ -38,12 +37,12 @@ def paused_message(node: str, plan: str, timeout: int) -> str:
             f"playbook resumes.")
 
 
-class ActionModule(in_process.InProcessAction):
+class ActionModule(in_process.ModuleAction):
     """Run node_cycle, hold a paused node, print the step lines."""
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
-        result: dict[str, Any] = ActionBase.run(self, tmp, task_vars)
+        result: dict[str, Any] = super().run(tmp, task_vars)
         args = dict(self._task.args)
         try:
             wait = int(args.get("pause_timeout") or 0)
@@ -63,7 +62,7 @@ class ActionModule(in_process.InProcessAction):
 
     def _cycle(self, args: dict[str, Any], task_vars: dict[str, Any] | None,
                summary: list[str], after_pause: bool = False) -> dict[str, Any]:
-        res = in_process.execute(self, self._task.action, args, task_vars)
+        res = self._module(args, task_vars)
         lines = [str(x) for x in res.get("summary") or []]
         if lines:
             what = "after the pause " if after_pause else ""

@@ -138,8 +138,7 @@ def _same_python(action: ActionBase, task_vars: dict[str, Any]) -> bool:
             interpreter = templar.template(interpreter)
         except Exception:  # noqa: BLE001 - then it is not known to be ours
             return False
-    return os.path.realpath(str(interpreter)) == os.path.realpath(sys.executable) or \
-        str(interpreter) == sys.executable
+    return os.path.realpath(str(interpreter)) == os.path.realpath(sys.executable)
 
 
 def usable(action: ActionBase, module_fqcn: str, task_vars: dict[str, Any] | None) -> bool:
@@ -218,15 +217,23 @@ def execute(action: ActionBase, module_name: str, module_args: dict[str, Any],
     return result
 
 
-class InProcessAction(ActionBase):
-    """Action plugin of a module with nothing to do on the controller but to run it (in this
-    worker when :func:`usable`)."""
+class ModuleAction(ActionBase):
+    """Base of the collection's action plugins: nothing to transfer, no connection needed;
+    :meth:`_module` runs the task's module (in this worker when :func:`usable`)."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    def _module(self, args: dict[str, Any], task_vars: dict[str, Any] | None
+                ) -> dict[str, Any]:
+        return execute(self, self._task.action, args, task_vars)
+
+
+class InProcessAction(ModuleAction):
+    """Action plugin of a module with nothing to do on the controller but to run it."""
+
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        result.update(execute(self, self._task.action, dict(self._task.args), task_vars))
+        result.update(self._module(dict(self._task.args), task_vars))
         return result

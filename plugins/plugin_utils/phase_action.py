@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
@@ -28,12 +27,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-class PhaseAction(in_process.InProcessAction):
+class PhaseAction(in_process.ModuleAction):
     """Loop a phase module until it stops answering ``pending``."""
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
-        result: dict[str, Any] = ActionBase.run(self, tmp, task_vars)
+        result: dict[str, Any] = super().run(tmp, task_vars)
         args = dict(self._task.args)
         timeout = int(args.get("timeout") or 3600)
         args.setdefault("progress_interval", 30)
@@ -42,7 +41,7 @@ class PhaseAction(in_process.InProcessAction):
         started = time.time()
         announced = False
         while True:
-            res = in_process.execute(self, self._task.action, args, task_vars)
+            res = self._module(args, task_vars)
             phase = res.get("phase") or label
             plan = res.get("plan")
             if not announced and res.get("status") in ("pending", "completed") \
