@@ -20,6 +20,7 @@ process the module runs in (here the worker) when ansible-playbook is gone.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import os
@@ -55,6 +56,10 @@ def _preload() -> None:
 
 
 _preload()
+# At exit, Python's last collections walk every object left (the Kubernetes client's ~700
+# model classes, the collection, the playbook): ~0.15 s of a run's end for nothing. Frozen
+# objects are skipped by them (and still freed); exit handlers run before that teardown.
+atexit.register(gc.freeze)
 display = Display()
 
 COLLECTION = "harvester.upgrade."

@@ -516,19 +516,46 @@ def _evacuate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     result["shutdown"] = res.get("shutdown") or []
 
 
+def _restore_text(r: dict[str, Any]) -> str:
+    return ((f"{len(r['restored'])} restored, {len(r['failed'])} failed"
+             if r["enabled"] else "restoreVM off")
+            + (f" of {len(r['recorded'])} recorded" if r["recorded"] else ""))
+
+
+def _restored(p: Params, res: dict[str, Any]) -> dict[str, Any]:
+    if res["failed"] and p.restore_fail_on_error:
+        raise node_steps.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+    return res
+
+
 def _restore(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
              result: dict[str, Any]) -> None:
-    def restore() -> dict[str, Any]:
-        res = node_steps.restore_vms(kube, writer, p.node, timeout=p.restore_timeout,
-                                     force=p.restore)
-        if res["failed"] and p.restore_fail_on_error:
-            raise node_steps.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
-        return res
+    res = cycle.run("restore", kube, lambda: _restored(p, node_steps.restore_vms(
+        kube, writer, p.node, timeout=p.restore_timeout, force=p.restore)), _restore_text)
+    result["restored"], result["failed"] = res["restored"], res["failed"]
 
-    res = cycle.run("restore", kube, restore,
-                    lambda r: (f"{len(r['restored'])} restored, {len(r['failed'])} failed"
-                               if r["enabled"] else "restoreVM off")
-                    + (f" of {len(r['recorded'])} recorded" if r["recorded"] else ""))
+
+def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                               result: dict[str, Any]) -> None:
+    """The restore and the head start side by side: the VMs stopped for this node are asked
+    to start and, once scheduled (their launcher pods hold this node's capacity that the next
+    node's evacuation plan sees), the next node's evacuation starts while they boot; then
+    they are awaited. (As in the upgrade-toolkit, where the restore-vm Job runs beside
+    Rancher's next drain.) Restored VMs not scheduled within ``head_start_wait``: no head
+    start, the next node's own cycle evacuates it."""
+    s, node = node_steps, p.node
+    started = cycle.run("restore start", kube, lambda: s.start_restores(
+        kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait),
+        lambda r: (f"{len(r['starting'])} VM(s) asked to start"
+                   + ("" if r["scheduled"] else ", not all scheduled yet")
+                   if r["starting"] else _restore_text(r)))
+    if started["scheduled"]:
+        _head_start(kube, writer, p, cycle, result)
+    else:
+        cycle.skip("head start", "restored VMs not scheduled yet; the next node's own cycle "
+                                 "evacuates it")
+    res = cycle.run("restore", kube, lambda: _restored(p, s.await_restores(
+        kube, writer, node, started, timeout=p.restore_timeout)), _restore_text)
     result["restored"], result["failed"] = res["restored"], res["failed"]
 
 
@@ -559,9 +586,10 @@ def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     cycle.run("await release", kube, lambda: s.await_release(kube, writer, node,
                                                              p.release_timeout),
               lambda r: "uncordoned, annotations cleared, kubelet current")
-    _restore(kube, writer, p, cycle, result)
     if p.head_start and p.play and p.target_aware and len(p.batch or [node]) <= 1:
-        _head_start(kube, writer, p, cycle, result)
+        _restore_around_head_start(kube, writer, p, cycle, result)
+    else:
+        _restore(kube, writer, p, cycle, result)
 
 
 def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

@@ -1441,12 +1441,29 @@ def _drop_pending_os(kube: Kube, node: str) -> None:
 def restore_vms(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 900,
                 force: bool | None = None) -> dict[str, Any]:
     """Start the VMs recorded for ``node`` (when the plan's ``restoreVM`` is set) and wait for
-    them to run. Only VMs this collection stopped (marked) are started, once."""
+    them to run. Only VMs this collection stopped (marked) are started, once.
+    (:func:`start_restores` then :func:`await_restores`.)"""
+    res = start_restores(kube, writer, node, force=force)
+    return await_restores(kube, writer, node, res, timeout=timeout)
+
+
+def start_restores(kube: Kube, writer: PlanWriter, node: str, *, force: bool | None = None,
+                   scheduled_timeout: float = 0) -> dict[str, Any]:
+    """Ask the VMs recorded for ``node`` to start again (plan ``restoreVM`` or ``force``): only
+    those this collection stopped (marked), once. ``scheduled_timeout`` > 0: then wait up to
+    that long for their VMIs to be scheduled (KubeVirt phase Scheduled or Running, the
+    launcher pod bound), so that the node's capacity they take shows in the pods another
+    node's evacuation plans with; ``"scheduled"`` in the result says whether they got there.
+
+    Returns ``{"changed", "restored", "failed", "recorded", "enabled", "starting",
+    "scheduled"}``; ``starting`` lists the VMs started now, :func:`await_restores` waits for
+    them to run."""
     plan = writer.refresh()
     enabled = bool((plan.get("spec") or {}).get("restoreVM")) if force is None else force
     entries = restore_entries(kube, writer, node)
     result: dict[str, Any] = {"changed": False, "restored": [], "failed": [],
-                              "recorded": entries, "enabled": enabled}
+                              "recorded": entries, "enabled": enabled, "starting": [],
+                              "scheduled": True}
     if not enabled or not entries:
         return result
     to_start = []
@@ -1475,11 +1492,37 @@ def restore_vms(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 9
             patch["spec"] = {"runStrategy": prev if prev != "Halted" else "Always"}
         kube.patch(VM_API, "VirtualMachine", name, patch, ns)
         result["changed"] = True
-    keys = {k for k, *_rest in to_start}
+        result["starting"].append(key)
+    if result["starting"] and scheduled_timeout > 0:
+        keys = set(result["starting"])
+
+        def scheduled(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+            return all(_phase_of(view["VirtualMachineInstance"].get(k)) in ("Scheduled",
+                                                                             "Running")
+                       for k in keys)
+        try:
+            kube.wait([Source(VMI_API, "VirtualMachineInstance")], scheduled,
+                      timeout=scheduled_timeout,
+                      what=f"restored VMs {', '.join(sorted(keys))} to be scheduled")
+        except WaitTimeout:
+            result["scheduled"] = False
+    return result
+
+
+def await_restores(kube: Kube, writer: PlanWriter, node: str, started: dict[str, Any], *,
+                   timeout: float = 900) -> dict[str, Any]:
+    """Wait up to ``timeout`` for the VMs :func:`start_restores` started (``started``, its
+    result) to run, and say how it went (event ``RestoreVMCompleted``/``RestoreVMFailed``).
+    Returns ``started`` with ``restored`` and ``failed`` filled in."""
+    result = dict(started)
+    if kube.check_mode or not result.get("enabled") or not result.get("recorded"):
+        return result
+    keys = set(result.get("starting") or [])
+    result["failed"] = list(result.get("failed") or [])
     if keys:
         def running(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
-            return all((view["VirtualMachineInstance"].get(k) or {}).get("status", {}).get(
-                "phase") == "Running" for k in keys)
+            return all(_phase_of(view["VirtualMachineInstance"].get(k)) == "Running"
+                       for k in keys)
         try:
             kube.wait([Source(VMI_API, "VirtualMachineInstance")], running, timeout=timeout,
                       what=f"restored VMs {', '.join(sorted(keys))} to run",
@@ -1489,8 +1532,7 @@ def restore_vms(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 9
             result["restored"] = sorted(keys)
         except WaitTimeout as exc:
             vmis = {k: o for k, o in _vmi_map(kube).items() if k in keys}
-            result["restored"] = sorted(k for k in keys if (vmis.get(k) or {}).get(
-                "status", {}).get("phase") == "Running")
+            result["restored"] = sorted(k for k in keys if _phase_of(vmis.get(k)) == "Running")
             result["failed"] += [f"{k}: not running ({exc.last_seen})"
                                  for k in sorted(keys - set(result["restored"]))]
     n_ok, n_fail = len(result["restored"]), len(result["failed"])
