@@ -19,7 +19,8 @@ description:
     C(done), C(todo), C(order) (node_gate); C(migrated), C(shutdown) (vm_evacuate); C(restored),
     C(failed) (vm_restore); and the module argument C(node) of drain_hook_ack, vm_evacuate,
     node_job, vm_restore and node_gate. A play whose name starts with a phase name followed
-    by a colon marks that phase as started."
+    by a colon, or the first task of a phase's role (C(harvester.upgrade.iso_download)...),
+    marks that phase as started."
   - "ETA: during NodeUpgrade, the mean duration of the nodes finished in this run times the
     nodes left, or node_info's estimate until one node has finished; otherwise none."
   - Enable it with C(callbacks_enabled = harvester.upgrade.harvester_progress) in
@@ -314,6 +315,18 @@ class CallbackModule(CallbackBase):
         name = str(play.get_name() or "").strip()
         head = name.split(":", 1)[0].strip()
         phase = phase_name(head)
+        if phase and self.state.enter_phase(phase, time.monotonic()):
+            self._status()
+
+    def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
+        self._guard(self._task_start, task)
+
+    def _task_start(self, task: Any) -> None:
+        role = getattr(task, "_role", None)
+        if role is None:
+            return
+        name = str(role.get_name()).rsplit(".", 1)[-1]
+        phase = _TAG_TO_NAME.get(name)
         if phase and self.state.enter_phase(phase, time.monotonic()):
             self._status()
 

@@ -632,3 +632,21 @@ def test_checksum_fault_fails_iso_download(simulator: Any, tmp_path: Path) -> No
     assert any(r == "UpgradeFailed" and "checksum mismatch" in m for r, m in evs), evs
     assert not any(r == "PhaseTransition" and "RepoCreate" in m for r, m in evs)
     assert not [o for o in upgrade_objects(sim) if "-repo" in o]
+
+
+@pytest.mark.parametrize("selection", [{"tags": "image_preload"}, {"skip_tags": "preflight"},
+                                       {}])
+def test_variable_check_runs_whatever_the_tags(simulator: Any, selection: dict[str, str]
+                                                ) -> None:
+    """The cross-phase variable check (role common, a dependency of every phase role) runs
+    once per play with whichever phase --tags/--skip-tags leave: a bad value stops the run
+    before anything is written."""
+    sim = simulator("three-node", speed=SPEED)
+    before = writes(sim)
+    res = run_playbook(sim, "upgrade.yml", extra_vars={"iso_download_timeout": -5},
+                       **selection)
+    assert res.rc != 0, str(res)
+    assert "Invalid variables" in res.output and "iso_download_timeout" in res.output, str(res)
+    assert res.output.count("TASK [harvester.upgrade.common : Check the upgrade variables]") \
+        == 1, str(res)
+    assert delta(before, writes(sim)) == {} and plans(sim) == []
