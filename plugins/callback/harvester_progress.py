@@ -17,10 +17,10 @@ description:
     C(plan), C(phase), C(current_phase), C(progress) (upgrade_plan and the phase modules);
     C(order) and C(node_plan.nodes[].node/estimated_seconds/upgraded) (node_info); C(phase),
     C(done), C(todo), C(order) (node_gate); C(migrated), C(shutdown) (vm_evacuate); C(restored),
-    C(failed) (vm_restore); and the module argument C(node) of drain_hook_ack, vm_evacuate,
-    node_job, vm_restore and node_gate. A play whose name starts with a phase name followed
-    by a colon, or the first task of a phase's role (C(harvester.upgrade.iso_download)...),
-    marks that phase as started."
+    C(failed) (vm_restore, finalize); and the module argument C(node) of drain_hook_ack,
+    vm_evacuate, node_job, vm_restore and node_gate. A play whose name starts with a phase
+    name followed by a colon, or the first task of a phase's role
+    (C(harvester.upgrade.iso_download)...), marks that phase as started."
   - "ETA: during NodeUpgrade, the mean duration of the nodes finished in this run times the
     nodes left, or node_info's estimate until one node has finished; otherwise none."
   - Enable it with C(callbacks_enabled = harvester.upgrade.harvester_progress) in
@@ -177,6 +177,9 @@ class Progress:
                 self.migrations += 1
             for vm in res.get("shutdown") or []:
                 self.shutdown.add(_vm_key(vm))
+        if module == "finalize":   # the VMs it awaited after the node loop started them
+            self.restored.update(_vm_key(vm) for vm in res.get("restored") or [])
+            self.restore_failed.update(_vm_key(vm) for vm in res.get("failed") or [])
         if module == "vm_restore" or (module == "node_cycle" and not res.get("paused")
                                       and res.get("status") != "no_plan"):
             for vm in res.get("restored") or []:

@@ -16,6 +16,11 @@ description:
     it, restores the saved Longhorn C(replica-replenishment-wait-interval) and the
     descheduler addon, then sets C(Succeeded) (conditions C(Available=False/Executed),
     C(Progressing=False/Succeeded), Event C(UpgradeSucceeded)).
+  - First it awaits the VMs the node loop asked to start again without waiting for them
+    (the last node's, booting while ImageCleanup runs; marked
+    C(harvester-upgrade.harvesterhci.io/restoring-for-node)), at most 900 seconds, with the
+    C(RestoreVMCompleted)/C(RestoreVMFailed) event per node; a VM that does not run is
+    reported and does not fail the plan, as in the toolkit.
   - On a C(Failed) plan named by O(plan), only cleans up (as the toolkit's Finalize does).
   - Idempotent; a C(Succeeded) plan is reported as done.
 extends_documentation_fragment:
@@ -53,12 +58,23 @@ actions:
   returned: always
   type: list
   elements: str
+restored:
+  description: VMs (ns/name) awaited here after the node loop asked them to start, running.
+  returned: always
+  type: list
+  elements: str
+failed:
+  description: Those of them that did not run, with the reason.
+  returned: always
+  type: list
+  elements: str
 current_phase:
   description: C(status.currentPhase) afterwards.
   returned: when a plan was found
   type: str
 """
 
+import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -66,6 +82,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
+    node_kube,
+    node_steps,
     phase_actions,
     phases,
     plan_cleanup,
@@ -82,7 +100,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(args.PHASE), supports_check_mode=True)
     p = module.params
     out: dict[str, Any] = {"changed": False, "phase": "Finalize", "plan": None,
-                           "actions": [], "events": [], "proceed": False}
+                           "actions": [], "events": [], "proceed": False, "restored": [],
+                           "failed": []}
     try:
         kube = Kube.from_module(module)
         plan = plan_writer.resolve(kube, p.get("plan"))
@@ -109,7 +128,13 @@ def main() -> None:
                 + (f" (next: {nxt.name}, tag {nxt.tag})" if nxt else "")
                 + "; Finalize runs only after CleanedUp. Run the playbook without --tags to "
                 "continue in order, or set force=true."))
-        out["actions"] = phase_actions.cleanup_resources(kube, writer, module.check_mode)
+        left = (p["deadline"] - time.time()) if p.get("deadline") else p["timeout"]
+        nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
+        vms = node_steps.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
+                                               timeout=max(0.0, min(900.0, left)))
+        out.update(restored=vms["restored"], failed=vms["failed"])
+        out["actions"] = vms["lines"] + phase_actions.cleanup_resources(kube, writer,
+                                                                        module.check_mode)
         # the cleanup ran: deleting the plan later owes nothing. Before Succeeded, so that a
         # run killed in between finds the plan still active and ends it here again
         if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):

@@ -444,6 +444,17 @@ def test_whole_upgrade_succeeds_like_the_toolkit_example(journey: Journey) -> No
     assert evs[-1] == ("Normal", "UpgradeSucceeded", "Upgrade completed successfully"), evs
     lines = kubectl(sim, "get", "upgradeplans").stdout.strip().splitlines()
     assert lines[1].split()[1:6] == ["v1.6.0", "Succeeded", "False", "False", "False"]
+    # every node whose VMs were shut down had them restored, the last node's while
+    # ImageCleanup ran (awaited by Finalize): an event per node, no VM left marked
+    restores = [e["message"] for e in plan_events(sim, plan["metadata"]["name"])
+                if e["reason"] == "RestoreVMCompleted"]
+    stopped = [e for e in sim.world.timeline.snapshot() if e.get("event") == "vm_stopped"]
+    shut = {e.get("node") for e in stopped}
+    assert shut and all(any(f"for node {n}" in m for m in restores) for n in shut), restores
+    assert f"shut down {len(stopped)}, restored {len(stopped)}, restore failed 0" in out, out
+    for vm in sim.world.client.list("kubevirt.io/v1", "VirtualMachine"):
+        assert "harvester-upgrade.harvesterhci.io/restoring-for-node" not in (
+            vm["metadata"].get("annotations") or {}), vm["metadata"]["name"]
 
 
 def test_finalize_cleans_up_like_the_toolkit(journey: Journey) -> None:

@@ -542,13 +542,26 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     node's evacuation plan sees), the next node's evacuation starts while they boot; then
     they are awaited. (As in the upgrade-toolkit, where the restore-vm Job runs beside
     Rancher's next drain.) Restored VMs not scheduled within ``head_start_wait``: no head
-    start, the next node's own cycle evacuates it."""
+    start, the next node's own cycle evacuates it.
+
+    The play's last node (no other node left, and ``restore_fail_on_error`` off): nobody
+    waits for its VMs here; they are marked and boot while ImageCleanup runs, and Finalize
+    awaits them (:func:`node_steps.await_marked_restores`) before it marks the plan
+    Succeeded."""
     s, node = node_steps, p.node
+    last = not p.restore_fail_on_error and not s.others_left(kube, writer, node, p.play)
     started = cycle.run("restore start", kube, lambda: s.start_restores(
-        kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait),
+        kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait, mark=last),
         lambda r: (f"{len(r['starting'])} VM(s) asked to start"
                    + ("" if r["scheduled"] else ", not all scheduled yet")
+                   + ("; they boot while ImageCleanup runs, Finalize awaits them"
+                      if last else "")
                    if r["starting"] else _restore_text(r)))
+    if last:
+        cycle.skip("head start", "no other node of the play is left to upgrade")
+        result["restoring"] = started["starting"]
+        result["restored"], result["failed"] = started["restored"], started["failed"]
+        return
     if started["scheduled"]:
         _head_start(kube, writer, p, cycle, result)
     else:

@@ -24,6 +24,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order as no,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     obj_key,
 )
@@ -52,6 +55,9 @@ RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before
 # never in a later run
 RUN_ANNOTATION = "harvester-upgrade.harvesterhci.io/run"
 STOPPED_BY_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-for-node"
+# set when a VM is asked to start again but nobody waits for it in the node's cycle (the last
+# node: its VMs boot while ImageCleanup runs); Finalize (or an abort) awaits it and removes it
+RESTORING_ANNOTATION = "harvester-upgrade.harvesterhci.io/restoring-for-node"
 PENDING_OS_ANNOTATION = "management.harvesterhci.io/pendingOSImage"
 TOOLKIT_IMAGE_ANNOTATION = "management.harvesterhci.io/upgrade-toolkit-image"
 DEFAULT_TOOLKIT_REPO = "rancher/harvester-upgrade-toolkit"
@@ -1448,12 +1454,14 @@ def restore_vms(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 9
 
 
 def start_restores(kube: Kube, writer: PlanWriter, node: str, *, force: bool | None = None,
-                   scheduled_timeout: float = 0) -> dict[str, Any]:
+                   scheduled_timeout: float = 0, mark: bool = False) -> dict[str, Any]:
     """Ask the VMs recorded for ``node`` to start again (plan ``restoreVM`` or ``force``): only
     those this collection stopped (marked), once. ``scheduled_timeout`` > 0: then wait up to
     that long for their VMIs to be scheduled (KubeVirt phase Scheduled or Running, the
     launcher pod bound), so that the node's capacity they take shows in the pods another
     node's evacuation plans with; ``"scheduled"`` in the result says whether they got there.
+    ``mark``: leave :data:`RESTORING_ANNOTATION` on them for :func:`await_marked_restores`,
+    when the caller does not await them itself.
 
     Returns ``{"changed", "restored", "failed", "recorded", "enabled", "starting",
     "scheduled"}``; ``starting`` lists the VMs started now, :func:`await_restores` waits for
@@ -1486,6 +1494,8 @@ def start_restores(kube: Kube, writer: PlanWriter, node: str, *, force: bool | N
         prev = ann.get(RUN_STRATEGY_ANNOTATION) or "Always"
         patch: dict[str, Any] = {"metadata": {"annotations": {
             RUN_STRATEGY_ANNOTATION: None, STOPPED_BY_ANNOTATION: None}}}
+        if mark:
+            patch["metadata"]["annotations"][RESTORING_ANNOTATION] = node
         if "running" in spec and "runStrategy" not in spec:
             patch["spec"] = {"running": True}
         else:
@@ -1541,6 +1551,50 @@ def await_restores(kube: Kube, writer: PlanWriter, node: str, started: dict[str,
                  f"success: {n_ok}, failed: {n_fail}", warning=bool(n_fail),
                  component="restore-vm", namespace=UPGRADE_NS)
     return result
+
+
+def await_marked_restores(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:
+    """Await the VMs :func:`start_restores` left marked (:data:`RESTORING_ANNOTATION`: asked
+    to start, nobody waited), node by node as :func:`await_restores` does (its event
+    included), then remove the mark. Returns ``{"lines": [a line per node], "restored",
+    "failed"}``."""
+    out: list[str] = []
+    restored: list[str] = []
+    failed: list[str] = []
+    by_node: dict[str, list[str]] = {}
+    for vm in _try_items(kube, VM_API, "VirtualMachine"):
+        md = vm.get("metadata") or {}
+        node = (md.get("annotations") or {}).get(RESTORING_ANNOTATION)
+        if node:
+            by_node.setdefault(str(node), []).append(f"{md.get('namespace')}/{md['name']}")
+    deadline = time.monotonic() + timeout
+    for node, keys in sorted(by_node.items()):
+        if kube.check_mode:
+            out.append(f"would await the restored VMs of {node}: {', '.join(sorted(keys))}")
+            continue
+        res = await_restores(kube, writer, node, {"enabled": True, "recorded": keys,
+                                                  "starting": keys, "restored": [],
+                                                  "failed": []},
+                             timeout=max(0.0, deadline - time.monotonic()))
+        for key in keys:
+            ns, _sep, name = key.partition("/")
+            try:
+                kube.patch(VM_API, "VirtualMachine", name,
+                           {"metadata": {"annotations": {RESTORING_ANNOTATION: None}}}, ns)
+            except ApiError as exc:   # deleted meanwhile: nothing left to unmark
+                if exc.status != 404:
+                    raise
+        restored += res["restored"]
+        failed += res["failed"]
+        out.append(f"restored VMs of {node}: {len(res['restored'])} running"
+                   + (f", failed: {'; '.join(res['failed'])}" if res["failed"] else ""))
+    return {"lines": out, "restored": restored, "failed": failed}
+
+
+def others_left(kube: Kube, writer: PlanWriter, node: str, play: list[str]) -> bool:
+    """Is a node of the serial play other than ``node`` still to be upgraded?"""
+    facts = cluster_facts(kube, writer.plan)
+    return any(f["name"] in play and f["name"] != node and not f["upgraded"] for f in facts)
 
 
 def _phase_of(vmi: dict[str, Any] | None) -> str:

@@ -122,6 +122,8 @@ def abort(kube: Kube, plan: dict[str, Any], message: str, *, check_mode: bool = 
         if res.get("restored") or res.get("failed"):
             actions.append(f"restore VMs of {node}: {len(res.get('restored') or [])} "
                            f"started, failed: {res.get('failed') or []}")
+    # those the node loop asked to start without waiting (the last node's): awaited, unmarked
+    actions += node_steps.await_marked_restores(nkube, nwriter, restore_timeout)["lines"]
     busy = rancher_mid_node(kube)
     for node in kube.list(*c.NODE):
         n = node["metadata"]["name"]
