@@ -42,15 +42,24 @@ from ansible.utils.display import Display
 MODULES = "ansible_collections.harvester.upgrade.plugins.modules"
 
 
+# ... and what our module_utils import inside functions, on first use (else every worker
+# imports, and compiles, them again: ~10 ms per module call)
+LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
+        "ansible_collections.kubernetes.core.plugins.module_utils.args_common",
+        "kubernetes.watch", "kubernetes.dynamic.exceptions", "concurrent.futures.thread",
+        "cryptography.x509")
+
+
 def _preload() -> None:
     for name in ("kubernetes.client", "kubernetes.dynamic", MODULES):
         try:
             importlib.import_module(name)
         except ImportError:
             return
-    for info in pkgutil.iter_modules(sys.modules[MODULES].__path__):
+    for name in [f"{MODULES}.{info.name}"
+                 for info in pkgutil.iter_modules(sys.modules[MODULES].__path__)] + list(LAZY):
         try:
-            importlib.import_module(f"{MODULES}.{info.name}")
+            importlib.import_module(name)
         except Exception:  # noqa: BLE001 - that module reports it when it runs
             continue
 
@@ -64,6 +73,7 @@ display = Display()
 
 COLLECTION = "harvester.upgrade."
 NODE_MODULE = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_module"
+CLIENT = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client"
 SWITCH = "harvester_upgrade_in_process"
 
 
@@ -176,6 +186,17 @@ def resolve(action: ActionBase, name: str) -> str:
         return name
 
 
+def _flush_discovery() -> None:
+    """The discovery cache the module held back (``client.defer_discovery_writes``): a
+    module process writes it at exit, a worker ends without exit handlers."""
+    client = sys.modules.get(CLIENT)
+    if client is not None:
+        try:
+            client.flush_discovery_cache()
+        except Exception:  # noqa: BLE001 - a cache not written is discovered again
+            pass
+
+
 def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     """Call the module's ``main()`` here with ``args``; its result (failed on a crash)."""
     short = module_fqcn.rsplit(".", 1)[-1]
@@ -199,6 +220,7 @@ def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, A
     finally:
         for holder, original in swapped:
             holder.AnsibleModule = original
+        _flush_discovery()
     return {"failed": True, "changed": False,
             "msg": f"MODULE FAILURE: {short} returned without exit_json or fail_json"}
 

@@ -72,3 +72,37 @@ def test_a_missing_object_is_none_without_rediscovery() -> None:
     kube = client.Kube(dyn)
     assert kube.get("example.io/v1", "Thing", "x") is None
     assert dyn.invalidated == 0
+
+
+class _Discoverer:
+    """Stands for kubernetes' LazyDiscoverer: it calls ``self._write_cache()`` whenever a
+    lookup discovered something."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def _write_cache(self) -> None:
+        self.writes += 1
+
+    def search(self) -> None:
+        self._write_cache()
+
+
+def test_discovery_cache_is_written_once_when_flushed() -> None:
+    disc = _Discoverer()
+    dyn = type("Dyn", (), {"resources": disc})()
+    client.defer_discovery_writes(dyn)
+    for _ in range(7):
+        disc.search()
+    assert disc.writes == 0
+    client.flush_discovery_cache()
+    assert disc.writes == 1
+    client.flush_discovery_cache()   # nothing new: no second write
+    assert disc.writes == 1
+
+
+def test_nothing_discovered_writes_nothing() -> None:
+    disc = _Discoverer()
+    client.defer_discovery_writes(type("Dyn", (), {"resources": disc})())
+    client.flush_discovery_cache()
+    assert disc.writes == 0

@@ -25,6 +25,7 @@ process already holds, so at 100 nodes the collections cost ~4x the parsing itse
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import threading
@@ -50,6 +51,42 @@ class NotServed(ApiError):
 
 
 PATH_NOT_FOUND = "the server could not find the requested resource"
+
+_DISCOVERY_FLUSHES: list[Callable[[], None]] = []
+
+
+def defer_discovery_writes(dyn: Any) -> None:
+    """kubernetes.core's discoverer keeps discovery on disk (per API host and user) and
+    rewrites the whole file — JSON of every resource discovered so far — each time a lookup
+    discovers another group version: seven times in one pre-flight run, ~10 ms each. Here
+    it is written once, by :func:`flush_discovery_cache` (at exit, or when the in-process
+    runner ends the module). A process killed before that leaves the previous file; the next
+    module discovers again what it lacks."""
+    disc = getattr(dyn, "resources", None)
+    write = getattr(disc, "_write_cache", None)
+    if write is None:
+        return
+    dirty = [False]
+
+    def later() -> None:
+        dirty[0] = True
+
+    def flush() -> None:
+        if dirty[0]:
+            dirty[0] = False
+            write()
+
+    disc._write_cache = later  # noqa: SLF001 - the discoverer calls it on itself
+    _DISCOVERY_FLUSHES.append(flush)
+
+
+def flush_discovery_cache() -> None:
+    """Write the discovery caches :func:`defer_discovery_writes` held back."""
+    while _DISCOVERY_FLUSHES:
+        _DISCOVERY_FLUSHES.pop()()
+
+
+atexit.register(flush_discovery_cache)
 
 
 def unserved_path(exc: ApiError) -> bool:
@@ -218,6 +255,7 @@ class Kube:
                 if module.params.get(k) is not None}
         warn_insecure(module, auth)
         kube = cls(get_api_client(**auth).client, check_mode=bool(module.check_mode))
+        defer_discovery_writes(kube.dyn)
         kube.identify(module)
         return kube
 
