@@ -55,6 +55,10 @@ class PhaseAction(in_process.ModuleAction):
                 continue
             break
         took = _duration(time.time() - started)
+        for check in res.get("checks") or []:   # preflight: one line per check
+            if isinstance(check, dict):
+                display.display(f"    {check.get('status')} | {check.get('name')} | "
+                                f"{check.get('message')}")
         if res.get("failed"):
             display.display(f"<== {phase}: FAILED after {took}: {res.get('msg')}",
                             color="red")
