@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,39 @@ def test_the_run_is_the_ansible_playbook_above_the_tasks_worker(
     # ansible-playbook as a container's pid 1
     table.update({30: (1, pb), 1: (0, pb)})
     assert lock.playbook_chain(50) == [30, 1]
+
+
+class _Leases:
+    """A Kube double holding one Lease (get / create / replace, counting the writes)."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.writes = 0
+
+    def get(self, *_a: Any) -> dict[str, Any] | None:
+        return None if self.lease is None else dict(self.lease)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.writes += 1
+        self.lease = obj
+        return obj
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.writes += 1
+        self.lease = obj
+        return obj
+
+
+def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
+    kube = _Leases()
+    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # created
+    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # just renewed: read only
+    assert kube.writes == 1
+    lock.acquire(kube, "me@h:1")                            # the renewal thread: always
+    assert kube.writes == 2
+    spec = kube.lease["spec"]                               # type: ignore[index]
+    spec["renewTime"] = "2000-01-01T00:00:00.000000Z"       # long ago: renewed
+    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)
+    assert kube.writes == 3 and kube.lease["spec"]["renewTime"] > "2001"  # type: ignore[index]
+    with pytest.raises(lock.LockHeld):                      # another run's lease, still valid
+        lock.acquire(kube, "other@h2:2", fresh=lock.FRESH)
