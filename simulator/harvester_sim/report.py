@@ -231,14 +231,37 @@ def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def whole_jobs(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans a Job's program records, lengthened by its pod's start: ``job_pod`` names the
+    pod, ``pod_started`` is when its container started, ``job_pod_created`` when the Job
+    controller created it; the difference (scheduling, ``job_pod_overhead_s``,
+    ``pod_start_s``) is part of the Job's run, as image cleanup's derived spans (from the SUC
+    Job's creation) always counted. Only the pod's start is added, never the program's own
+    steps before the span (which may wait on work counted elsewhere). Other events are
+    returned as they are."""
+    created = {str(e.get("pod")): float(e.get("t") or 0.0) for e in timeline
+               if e.get("event") == "job_pod_created" and e.get("pod")}
+    out = []
+    for e in timeline:
+        pod = e.get("job_pod") if e.get("event") == "span" else None
+        if pod and str(pod) in created and e.get("pod_started") is not None:
+            startup = float(e["pod_started"]) - created[str(pod)]
+            if startup > 0:
+                e = {**e, "start": float(e.get("start") or 0.0) - startup}
+        out.append(e)
+    return out
+
+
 def critical_path(timeline: list[dict[str, Any]]) -> dict[str, Any]:
     """The unavoidable simulated duration of an upgrade, from successful spans:
 
     ISO download (the last successful one) + the slowest node's image preload + the cluster
     upgrade job + for every node, in series: its outgoing migrations (serialized), VM
     shutdowns, RKE2 restart, OS install and reboot + image cleanup (serial, concurrency 1).
+    The work a Job runs (image preload, cluster upgrade, OS install, image cleanup) counts
+    from its pod's creation (:func:`whole_jobs`).
     """
-    timeline = list(timeline) + derived_spans(timeline)
+    timeline = whole_jobs(list(timeline)) + derived_spans(timeline)
     iso = _spans(timeline, SPAN_ISO)
     iso_s = iso[-1]["duration"] if iso else 0.0
     pre: dict[str, float] = defaultdict(float)

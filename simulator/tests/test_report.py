@@ -214,3 +214,17 @@ def test_spans_derived_from_events() -> None:
     # a real span of a kind wins over derivation
     assert report.critical_path([*tl, span("reboot", 0, 10, node="n1")])["per_node"]["n1"][
         "reboot"] == 10
+
+
+def test_a_jobs_span_counts_its_pods_start_not_the_programs_earlier_steps() -> None:
+    """A Job's program span (``job_pod``, ``pod_started``) is lengthened by the pod's start
+    (``job_pod_created`` -> container start), and by nothing else: the program may have
+    waited on other counted work before the span began."""
+    tl = [{"t": 100.0, "event": "job_pod_created", "job": "j", "pod": "j-abc"},
+          span("os_install", 150, 270, node="n1", job_pod="j-abc", pod_started=103.0),
+          span("reboot", 270, 450, node="n1"),
+          span("os_install", 500, 620, node="n2")]           # not a Job's: as recorded
+    cp = report.critical_path(tl)
+    assert cp["per_node"]["n1"]["os_install"] == 123.0          # 120 + the pod's 3 s
+    assert cp["per_node"]["n2"]["os_install"] == 120.0
+    assert cp["total_s"] == 123 + 180 + 120

@@ -214,6 +214,10 @@ class Jobs:
                     for _ in range(need):
                         pod = self.client.create(self._pod(job), key[0])
                         self.pods.observe(pod)
+                        # the report counts the program of a Job's pod from here (the pod's
+                        # start is part of the Job's run)
+                        self.world.timeline.record("job_pod_created", job=key[1],
+                                                   pod=pod["metadata"]["name"])
                         active.append(pod)
                         self._event(job, "Normal", "SuccessfulCreate",
                                     f"Created pod: {pod['metadata']['name']}")

@@ -833,7 +833,7 @@ class Kubelet:
         name, program = found
         pctx = ProgramContext(world=self.world, client=self.world.client_for(f"program/{name}"),
                               pod=run.pod, container=c.spec, node=run.node,
-                              env=self._env(run, c))
+                              env=self._env(run, c), started_at=self.world.clock.now())
         pctx.logs = self.logs.setdefault((run.key[0], run.key[1], c.name), [])
         try:
             c.gen = program(pctx)

@@ -30,6 +30,7 @@ class ProgramContext:
     node: str
     env: dict[str, str]
     logs: list[str] = field(default_factory=list)
+    started_at: float = 0.0         # simulated time the container started
 
     @property
     def image(self) -> str:

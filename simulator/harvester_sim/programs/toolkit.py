@@ -120,9 +120,18 @@ def _strip_rc(v: str) -> str:
     return re.sub(r"-rc\d+", "", v)
 
 
+def _job_pod(ctx: ProgramContext) -> dict[str, Any]:
+    """For a span of a Job's program: the pod it runs in and when its container started (the
+    report adds the pod's start, from its ``job_pod_created``, to the span)."""
+    md = ctx.pod.get("metadata") or {}
+    if any(ref.get("kind") == "Job" for ref in md.get("ownerReferences") or []):
+        return {"job_pod": str(md.get("name") or ""), "pod_started": ctx.started_at}
+    return {}
+
+
 def _span(ctx: ProgramContext, what: str, t0: float, **kw: Any) -> None:
     ctx.world.timeline.record("span", what=what, node=ctx.node, start=t0,
-                              end=ctx.world.clock.now(), **kw)
+                              end=ctx.world.clock.now(), **_job_pod(ctx), **kw)
 
 
 def _hang(ctx: ProgramContext, why: str) -> Prog:
@@ -455,7 +464,7 @@ def upgrade_manifests(ctx: ProgramContext) -> Prog:
         ctx.log(f"cannot update setting server-version: {exc}")
     yield from _set_kubernetes_version(ctx, meta.get("kubernetes", ""), bump=True)
     ctx.world.timeline.record("span", what="cluster_upgrade", node="", start=t0,
-                              end=ctx.world.clock.now())
+                              end=ctx.world.clock.now(), **_job_pod(ctx))
     ctx.world.timeline.record("cluster_upgrade_done", version=meta["harvester"])
     return 0
 
