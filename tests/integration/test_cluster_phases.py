@@ -647,8 +647,8 @@ def test_checksum_fault_fails_iso_download(simulator: Any, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("selection", [{"tags": "image_preload"}, {"skip_tags": "preflight"},
                                        {}])
-def test_variable_check_runs_whatever_the_tags(simulator: Any, selection: dict[str, str]
-                                                ) -> None:
+def test_variable_check_runs_whatever_the_tags(simulator: Any,
+                                               selection: dict[str, str]) -> None:
     """The cross-phase variable check (role common, a dependency of every phase role) runs
     once per play with whichever phase --tags/--skip-tags leave: a bad value stops the run
     before anything is written."""

@@ -92,7 +92,7 @@ def test_discovery_cache_is_written_once_when_flushed() -> None:
     disc = _Discoverer()
     dyn = type("Dyn", (), {"resources": disc})()
     client.defer_discovery_writes(dyn)
-    for _ in range(7):
+    for _lookup in range(7):
         disc.search()
     assert disc.writes == 0
     client.flush_discovery_cache()

@@ -1507,9 +1507,8 @@ def start_restores(kube: Kube, writer: PlanWriter, node: str, *, force: bool | N
         keys = set(result["starting"])
 
         def scheduled(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
-            return all(_phase_of(view["VirtualMachineInstance"].get(k)) in ("Scheduled",
-                                                                             "Running")
-                       for k in keys)
+            vmis = view["VirtualMachineInstance"]
+            return all(_phase_of(vmis.get(k)) in ("Scheduled", "Running") for k in keys)
         try:
             kube.wait([Source(VMI_API, "VirtualMachineInstance")], scheduled,
                       timeout=scheduled_timeout,
