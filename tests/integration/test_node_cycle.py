@@ -213,3 +213,38 @@ def test_killed_mid_node_resumes_without_redoing(simulator: Any, kill_at: str) -
         assert "node already past pre-drain" in mine or re.search(
             r"already past evacuation \((PostDraining|WaitingReboot)\)", mine), (killed_at, res)
     assert "nodes upgraded 3/3" in res.output, res      # the progress callback follows it
+
+
+RESTORING = "harvester-upgrade.harvesterhci.io/restoring-for-node"
+
+
+def test_last_nodes_vms_boot_during_image_cleanup_and_finalize_awaits_them(
+        simulator: Any) -> None:
+    """The node loop alone leaves the last node's shut-down VMs started but marked (nobody
+    waited for them); the rest of the upgrade (ImageCleanup, Finalize) awaits them: the mark
+    goes, RestoreVMCompleted names that node, and they run."""
+    sim = simulator("three-node", speed=SPEED)
+    _start, running, order = _snapshot(sim)
+    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400,
+                                 skip_tags="node_upgrade,image_cleanup,finalize")
+    assert res.rc == 0, res
+    res = _conftest.run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
+                                 timeout=400)
+    assert res.rc == 0, res
+    c = sim.world.client
+    stopped = {str(e["vm"]) for e in sim.world.timeline.snapshot()   # "ns/name"
+               if e.get("event") == "vm_stopped" and e.get("node") == order[-1]}
+    assert stopped, "the scenario shuts down a VM on the last node"
+    marked = {f"{v['metadata']['namespace']}/{v['metadata']['name']}": (
+        v["metadata"].get("annotations") or {}).get(RESTORING)
+        for v in c.list("kubevirt.io/v1", "VirtualMachine")}
+    assert {k: n for k, n in marked.items() if n} == {k: order[-1] for k in stopped}, marked
+    assert "they boot while ImageCleanup runs" in " ".join(res.output.split()), res
+    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400)
+    assert res.rc == 0, res
+    assert _plans(sim)[0]["status"]["currentPhase"] == "Succeeded", res
+    assert not any((v["metadata"].get("annotations") or {}).get(RESTORING)
+                   for v in c.list("kubevirt.io/v1", "VirtualMachine"))
+    evs = [e["message"] for e in c.list("v1", "Event") if e.get("reason") == "RestoreVMCompleted"]
+    assert any(f"for node {order[-1]}" in m for m in evs), evs
+    assert running <= nu.running_vms(sim)
