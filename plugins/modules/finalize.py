@@ -18,11 +18,18 @@ description:
     C(Progressing=False/Succeeded), Event C(UpgradeSucceeded)).
   - First it awaits the VMs the node loop asked to start again without waiting for them
     (the last node's, booting while ImageCleanup runs; marked
-    C(harvester-upgrade.harvesterhci.io/restoring-for-node)), at most 900 seconds, with the
-    C(RestoreVMCompleted)/C(RestoreVMFailed) event per node; a VM that does not run is
-    reported and does not fail the plan, as in the toolkit.
+    C(harvester-upgrade.harvesterhci.io/restoring-for-node)), at most O(restore_timeout)
+    seconds, with the C(RestoreVMCompleted)/C(RestoreVMFailed) event per node; a VM that
+    does not run is reported and does not fail the plan, as in the toolkit.
   - On a C(Failed) plan named by O(plan), only cleans up (as the toolkit's Finalize does).
   - Idempotent; a C(Succeeded) plan is reported as done.
+options:
+  restore_timeout:
+    description:
+      - Seconds to await the VMs the node loop started and marked (within the phase's
+        deadline).
+    type: int
+    default: 900
 extends_documentation_fragment:
   - harvester.upgrade.auth
   - harvester.upgrade.phase
@@ -97,7 +104,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=args.spec(
+        args.PHASE, restore_timeout={"type": "int", "default": 900}), supports_check_mode=True)
     p = module.params
     out: dict[str, Any] = {"changed": False, "phase": "Finalize", "plan": None,
                            "actions": [], "events": [], "proceed": False, "restored": [],
@@ -131,7 +139,8 @@ def main() -> None:
         left = (p["deadline"] - time.time()) if p.get("deadline") else p["timeout"]
         nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
         vms = node_steps.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
-                                               timeout=max(0.0, min(900.0, left)))
+                                               timeout=max(0.0, min(p["restore_timeout"],
+                                                                    left)))
         out.update(restored=vms["restored"], failed=vms["failed"])
         out["actions"] = vms["lines"] + phase_actions.cleanup_resources(kube, writer,
                                                                         module.check_mode)
