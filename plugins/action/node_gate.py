@@ -1,5 +1,6 @@
 """Action plugin: run the module inside the task's worker (see plugin_utils.in_process), and
-say what ``step: enter``'s head start did for the first node."""
+say what ``step: enter``'s head start did for the first node (in the words of the node
+cycle's ``head start`` step)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,14 @@ from typing import Any
 
 from ansible.utils.display import Display
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps import (
+    head_start_text,
+)
 from ansible_collections.harvester.upgrade.plugins.plugin_utils.in_process import (
     InProcessAction,
 )
 
 display = Display()
-
-
-def head_start_line(hs: dict[str, Any]) -> str:
-    """``Head start: N migration(s) started off NODE, M VM(s) asked to stop ...``."""
-    line = (f"Head start: {len(hs.get('started') or [])} migration(s) started off "
-            f"{hs.get('next')}, {len(hs.get('stopping') or [])} VM(s) asked to stop")
-    if hs.get("answered"):
-        line += "; its pre-drain answered"
-    if hs.get("job"):
-        line += ", its OS upgrade started"
-    if hs.get("why"):
-        line += f" ({hs['why']})"
-    return line
 
 
 class ActionModule(InProcessAction):
@@ -34,5 +25,5 @@ class ActionModule(InProcessAction):
         hs = result.get("head_start")
         if self._task.args.get("step") == "enter" and isinstance(hs, dict) \
                 and hs.get("next") is not None:
-            display.display(f"    {head_start_line(hs)}")
+            display.display(f"    Head start: {head_start_text(hs)}")
         return result

@@ -93,6 +93,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_steps,
     phase_actions,
     phases,
+    pipeline,
     plan_cleanup,
     plan_status,
     plan_writer,
@@ -107,6 +108,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(
         args.PHASE, restore_timeout={"type": "int", "default": 900}), supports_check_mode=True)
     p = module.params
+    started = time.time()
     out: dict[str, Any] = {"changed": False, "phase": "Finalize", "plan": None,
                            "actions": [], "events": [], "proceed": False, "restored": [],
                            "failed": []}
@@ -136,7 +138,7 @@ def main() -> None:
                 + (f" (next: {nxt.name}, tag {nxt.tag})" if nxt else "")
                 + "; Finalize runs only after CleanedUp. Run the playbook without --tags to "
                 "continue in order, or set force=true."))
-        left = (p["deadline"] - time.time()) if p.get("deadline") else p["timeout"]
+        left = pipeline.phase_deadline(p, started) - time.time()
         nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
         vms = node_steps.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
                                                timeout=max(0.0, min(p["restore_timeout"],

@@ -549,7 +549,8 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     awaits them (:func:`node_steps.await_marked_restores`) before it marks the plan
     Succeeded."""
     s, node = node_steps, p.node
-    last = not p.restore_fail_on_error and not s.others_left(kube, writer, node, p.play)
+    last = not p.restore_fail_on_error and not s.others_left(
+        s.cluster_facts(kube, writer.plan), node, p.play)
     started = cycle.run("restore start", kube, lambda: s.start_restores(
         kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait, mark=last),
         lambda r: (f"{len(r['starting'])} VM(s) asked to start"
@@ -609,23 +610,11 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
                 result: dict[str, Any]) -> None:
     """Start the evacuation of the node Rancher drains next (node_steps.head_start). A
     failure here fails nothing: that node's own cycle does the whole evacuation anyway."""
-    def text(r: dict[str, Any]) -> str:
-        done = ""
-        if r.get("answered"):
-            done = "its pre-drain answered" + (", its OS upgrade started" if r.get("job")
-                                               else "")
-        if r.get("started") or r.get("stopping"):
-            return (f"{len(r['started'])} migration(s) started off {r['next']}, "
-                    f"{len(r['stopping'])} VM(s) asked to stop"
-                    + (f"; {len(r['migrated'])} migrated, {done}" if done else "")
-                    + (f" ({r['why']})" if r.get("why") else ""))
-        if done:
-            return f"nothing to move off {r['next']}; {done}"
-        return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
     try:
         res = cycle.run("head start", kube, lambda: node_steps.head_start(
             kube, writer, p.node, p.play, wait=p.head_start_wait,
-            shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish), text)
+            shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish),
+            node_steps.head_start_text)
     except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
         cycle.steps[-1]["status"] = "skipped"
         cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \

@@ -402,7 +402,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     check_phase(plan)
     facts = cluster_facts(kube, plan)
     pre_hook, _post_hook = hook_names(kube)
-    if not [f for f in facts if f["name"] in play and f["name"] != node and not f["upgraded"]]:
+    if not others_left(facts, node, play):
         return {**out, "why": "no other node of the play is left to upgrade"}
     by_secret = {f["machine_plan_secret"]: f for f in facts if f["machine_plan_secret"]}
 
@@ -445,6 +445,21 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"],
                    job=fin["job"])
     return out
+
+
+def head_start_text(r: dict[str, Any]) -> str:
+    """One line saying what :func:`head_start` (or :func:`first_head_start`) did."""
+    done = ""
+    if r.get("answered"):
+        done = "its pre-drain answered" + (", its OS upgrade started" if r.get("job") else "")
+    if r.get("started") or r.get("stopping"):
+        return (f"{len(r['started'])} migration(s) started off {r['next']}, "
+                f"{len(r['stopping'])} VM(s) asked to stop"
+                + (f"; {len(r['migrated'])} migrated, {done}" if done else "")
+                + (f" ({r['why']})" if r.get("why") else ""))
+    if done:
+        return f"nothing to move off {r['next']}; {done}"
+    return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
 
 
 def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, timeout: float,
@@ -1590,9 +1605,9 @@ def await_marked_restores(kube: Kube, writer: PlanWriter, timeout: float) -> dic
     return {"lines": out, "restored": restored, "failed": failed}
 
 
-def others_left(kube: Kube, writer: PlanWriter, node: str, play: list[str]) -> bool:
-    """Is a node of the serial play other than ``node`` still to be upgraded?"""
-    facts = cluster_facts(kube, writer.plan)
+def others_left(facts: list[dict[str, Any]], node: str, play: list[str]) -> bool:
+    """Is a node of the serial play other than ``node`` still to be upgraded (``facts``:
+    :func:`cluster_facts`)?"""
     return any(f["name"] in play and f["name"] != node and not f["upgraded"] for f in facts)
 
 

@@ -151,6 +151,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+def phase_deadline(p: dict[str, Any], started: float) -> float:
+    """The phase's deadline (epoch seconds): the action's absolute ``deadline`` when it passed
+    one, else ``timeout`` seconds from ``started``."""
+    return float(p.get("deadline") or (started + int(p.get("timeout") or 3600)))
+
+
 def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None = None,
               kube: Kube | None = None) -> None:
     """Entry point of a phase module (exits through ``exit_json``/``fail_json``)."""
@@ -158,7 +164,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
     started = time.time()
     result: dict[str, Any] = {"changed": False, "phase": phase.name, "proceed": False,
                               "actions": [], "events": [], "plan": None}
-    deadline = float(p.get("deadline") or (started + int(p.get("timeout") or 3600)))
+    deadline = phase_deadline(p, started)
     interval = p.get("progress_interval")
     slice_seconds = float(interval) if interval and p.get("deadline") else None
     writer: PlanWriter | None = None
