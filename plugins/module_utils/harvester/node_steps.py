@@ -1112,11 +1112,16 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
             moved = vmi is None or not _active_vmi(vmi) or \
                 (vmi.get("status") or {}).get("nodeName") not in (node, None, "")
             phase = ((mig or {}).get("status") or {}).get("phase")
-            if phase == "Succeeded" or (moved and phase != "Failed"):
+            if moved and phase != "Failed":
                 done.add(key)
                 active.pop(key)
                 tgt = ((vmi or {}).get("status") or {}).get("nodeName")
                 result["migrated"].append({"vm": key, "to": tgt, "attempts": attempts[key]})
+                continue
+            if phase == "Succeeded":
+                # the migration and its VMI come on two streams: the VMI's move (KubeVirt
+                # writes it before the migration's phase) may still be on its way. Done is
+                # when the VMI is seen off the node, never on the migration's word alone.
                 continue
             hung = now - info["started"] > migration_timeout
             if phase == "Failed" or hung or (mig is None and vmi is not None
