@@ -317,9 +317,7 @@ class CallbackModule(CallbackBase):
     def _play_start(self, play: Any) -> None:
         name = str(play.get_name() or "").strip()
         head = name.split(":", 1)[0].strip()
-        phase = phase_name(head)
-        if phase and self.state.enter_phase(phase, time.monotonic()):
-            self._status()
+        self._enter(phase_name(head))
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         self._guard(self._task_start, task)
@@ -328,8 +326,10 @@ class CallbackModule(CallbackBase):
         role = getattr(task, "_role", None)
         if role is None:
             return
-        name = str(role.get_name()).rsplit(".", 1)[-1]
-        phase = _TAG_TO_NAME.get(name)
+        self._enter(_TAG_TO_NAME.get(str(role.get_name()).rsplit(".", 1)[-1]))
+
+    def _enter(self, phase: str | None) -> None:
+        """A phase started (a play named after it, or its role's first task)."""
         if phase and self.state.enter_phase(phase, time.monotonic()):
             self._status()
 
