@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .world import _optional
+from .world import CONTROLLER_NAMES, _optional, check_without
 
 
 def _report(world: Any, server: Any) -> dict[str, Any]:
@@ -34,6 +34,7 @@ def _report(world: Any, server: Any) -> dict[str, Any]:
             logging.getLogger("harvester_sim.cli").exception("report.build failed")
             base = {"report_error": str(exc)}
     base.setdefault("api_requests", server.stats())
+    base["controllers_left_out"] = list(world.without)
     return base
 
 
@@ -42,7 +43,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .testing import build_world
 
     try:
-        world = build_world(args.scenario, speed=args.speed, seed=args.seed)
+        without = check_without(n for v in args.without or [] for n in v.split(","))
+    except ValueError as exc:
+        print(f"harvester-sim: --without: {exc}", file=sys.stderr)
+        return 2
+    try:
+        world = build_world(args.scenario, speed=args.speed, seed=args.seed, without=without)
     except (ValueError, FileNotFoundError, OSError) as exc:
         print(f"harvester-sim: bad scenario {args.scenario!r}: {exc}", file=sys.stderr)
         return 2
@@ -144,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--report", type=Path, default=None, help="JSON report written at exit")
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--log-level", default="WARNING")
+    s.add_argument("--without", action="append", metavar="NAME",
+                   help="leave this simulated controller out (repeatable, or comma-separated) "
+                        "so that a real one run beside the simulator does its work: "
+                        + ", ".join(CONTROLLER_NAMES))
     s.add_argument("--sa-token", action="append", metavar="NS/NAME[=PATH]",
                    type=_sa_spec, help="also write a kubeconfig with a token for this "
                    "ServiceAccount (created when missing); repeatable")

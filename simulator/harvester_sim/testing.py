@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,10 +118,11 @@ def make_node(name: str) -> dict[str, Any]:
 
 
 def build_world(scenario: str | dict[str, Any] | None, speed: float | None = None,
-                seed: int | None = None) -> World:
-    """A started World for ``scenario`` (see :func:`resolve_scenario`)."""
+                seed: int | None = None, without: Iterable[str] = ()) -> World:
+    """A started World for ``scenario`` (see :func:`resolve_scenario`), without the
+    controllers named in ``without`` (see :class:`World`)."""
     scn, n_nodes = resolve_scenario(scenario)
-    world = World(scn, speed=speed, seed=seed)
+    world = World(scn, speed=speed, seed=seed, without=without)
     world.start()
     if n_nodes:
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):

@@ -5,13 +5,17 @@ store (through the client, like any actor) and starts the controllers; the API s
 (``api.server``) is started separately by the CLI or the test kit on top of ``world.store``.
 
 Each simulated controller module in :data:`CONTROLLER_MODULES` exposes
-``setup(world) -> object``; modules are set up in that order.
+``setup(world) -> object``; modules are set up in that order. ``World(..., without=names)``
+leaves out the controllers named (by the last part of the module name, e.g. ``suc``), so
+that a real controller run beside the simulator does their work (``harvester-sim serve
+--without suc`` with the real system-upgrade-controller pointed at its kubeconfig).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from .api.resources import Registry
@@ -40,19 +44,34 @@ CONTROLLER_MODULES = [
     "harvester_sim.controllers.kubevirt",
     "harvester_sim.controllers.longhorn",
     "harvester_sim.controllers.harvester_images",
-    "harvester_sim.controllers.harvester_settings",
     "harvester_sim.controllers.suc",
     "harvester_sim.controllers.charts",
     "harvester_sim.controllers.rancher",
     "harvester_sim.invariants",
 ]
 
+# Names ``--without`` accepts: every simulated controller; the invariant monitor is not a
+# controller (it only watches) and cannot be swapped for a real one.
+CONTROLLER_NAMES = tuple(m.rsplit(".", 1)[1] for m in CONTROLLER_MODULES
+                         if m.startswith("harvester_sim.controllers."))
+
+
+def check_without(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` validated against :data:`CONTROLLER_NAMES`; ValueError names the unknown."""
+    out = tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
+    unknown = [n for n in out if n not in CONTROLLER_NAMES]
+    if unknown:
+        raise ValueError(f"unknown controller(s) {', '.join(unknown)}: choose from "
+                         f"{', '.join(CONTROLLER_NAMES)}")
+    return out
+
 
 class World:
     """Everything the simulator runs, in one process."""
 
     def __init__(self, scenario: dict[str, Any] | None = None, speed: float | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, without: Iterable[str] = ()) -> None:
+        self.without = check_without(without)
         self.scenario: dict[str, Any] = scenario or {}
         sp = speed if speed is not None else float(self.scenario.get("speed", 1.0))
         self.clock = Clock(sp)
@@ -74,15 +93,16 @@ class World:
 
     def start(self) -> None:
         """Load the scenario and start the controllers."""
-        loader = _optional("harvester_sim.scenarios.loader")
-        if loader is not None:
-            loader.populate(self)
+        loader = importlib.import_module("harvester_sim.scenarios.loader")
+        loader.populate(self)
         for mod_name in CONTROLLER_MODULES:
-            mod = _optional(mod_name)
-            if mod is not None and hasattr(mod, "setup"):
-                self.controllers[mod_name.rsplit(".", 1)[1]] = mod.setup(self)
+            name = mod_name.rsplit(".", 1)[1]
+            if name in self.without:
+                log.warning("controller %s left out: a real one must do its work", name)
+                continue
+            self.controllers[name] = importlib.import_module(mod_name).setup(self)
         self.runtime.start()
-        if loader is not None and hasattr(loader, "after_start"):
+        if hasattr(loader, "after_start"):
             loader.after_start(self)
         self.started = True
 
@@ -99,7 +119,8 @@ class World:
 
 
 def _optional(name: str) -> Any:
-    """Import a module that may not exist yet (parts of the simulator land separately)."""
+    """Import a module that may be absent (the report and release server are optional
+    parts of a test world); a missing dependency inside it still raises."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:

@@ -1,0 +1,69 @@
+"""``World(without=...)`` / ``harvester-sim serve --without NAME``: a simulated controller left
+out so that a real one run beside the simulator does its work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harvester_sim.world import CONTROLLER_NAMES, World, check_without
+
+SPEED = 400.0
+
+
+def _plan() -> dict:
+    # A Plan that matches every managed node; the simulated SUC makes a Job per node.
+    return {"apiVersion": "upgrade.cattle.io/v1", "kind": "Plan",
+            "metadata": {"name": "p-probe", "namespace": "cattle-system"},
+            "spec": {"concurrency": 3, "version": "v1.6.0",
+                     "nodeSelector": {"matchLabels": {"harvesterhci.io/managed": "true"}},
+                     "serviceAccountName": "system-upgrade-controller",
+                     "upgrade": {"image": "rancher/harvester-upgrade-toolkit",
+                                 "command": ["upgrade_node.sh"], "args": ["prepare"]}}}
+
+
+def _jobs_after(without: tuple[str, ...], sim_seconds: float) -> list[dict]:
+    from harvester_sim.scenarios import loader
+
+    w = World(loader.load("three-node"), speed=SPEED, without=without)
+    w.start()
+    try:
+        w.client.create(_plan())
+        deadline = time.monotonic() + sim_seconds / SPEED + 20.0
+        start = w.clock.now()
+        while time.monotonic() < deadline:
+            jobs = w.client.list("batch/v1", "Job", "cattle-system")
+            if jobs or w.clock.now() - start >= sim_seconds:
+                return jobs
+            time.sleep(0.02)
+        return w.client.list("batch/v1", "Job", "cattle-system")
+    finally:
+        w.stop()
+
+
+def test_unknown_controller_is_refused_with_the_names_it_takes() -> None:
+    with pytest.raises(ValueError, match="unknown controller.*bogus.*suc"):
+        check_without(["suc", "bogus"])
+    assert "invariants" not in CONTROLLER_NAMES
+    assert {"suc", "kubevirt", "rancher", "kubelet"} <= set(CONTROLLER_NAMES)
+
+
+def test_serve_refuses_an_unknown_name_before_serving(tmp_path: Path) -> None:
+    kc = tmp_path / "kubeconfig"
+    res = subprocess.run([sys.executable, "-m", "harvester_sim.cli", "serve", "--scenario",
+                          "empty:1", "--kubeconfig", str(kc), "--without", "suc,nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "--without: unknown controller(s) nope" in res.stderr
+    assert not kc.exists()
+
+
+def test_without_suc_leaves_plans_to_a_real_controller() -> None:
+    # Control: the simulated SUC turns the Plan into Jobs.
+    assert _jobs_after((), 60.0), "simulated SUC made no Job for a matching Plan"
+    # Without it nothing in the simulator acts on Plans.
+    assert _jobs_after(("suc",), 60.0) == []
