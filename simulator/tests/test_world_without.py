@@ -67,3 +67,14 @@ def test_without_suc_leaves_plans_to_a_real_controller() -> None:
     assert _jobs_after((), 60.0), "simulated SUC made no Job for a matching Plan"
     # Without it nothing in the simulator acts on Plans.
     assert _jobs_after(("suc",), 60.0) == []
+
+
+def test_programs_are_registered_without_the_simulated_suc() -> None:
+    # A Job a real SUC creates runs the toolkit's programs, so the kubelet must find them
+    # when the simulated SUC (which used to register them) is left out.
+    import harvester_sim.controllers.kubelet  # noqa: F401 - what the world imports
+    from harvester_sim.programs.base import REGISTRY
+
+    found = REGISTRY.find("rancher/harvester-upgrade-toolkit:v1.6.0", ["upgrade_node.sh"],
+                          ["prepare"])
+    assert found is not None and found[0]

@@ -1,0 +1,9 @@
+"""The programs simulated containers run (see :mod:`.base`).
+
+Importing the package registers every program module, so that whoever runs containers (the
+kubelet) finds them whichever controllers the world has: a Job created by a real
+system-upgrade-controller (``harvester-sim serve --without suc``) runs the same programs as
+one created by the simulated one.
+"""
+
+from . import nginx_iso, toolkit  # noqa: F401 - registration on import
