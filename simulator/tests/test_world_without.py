@@ -71,10 +71,15 @@ def test_without_suc_leaves_plans_to_a_real_controller() -> None:
 
 def test_programs_are_registered_without_the_simulated_suc() -> None:
     # A Job a real SUC creates runs the toolkit's programs, so the kubelet must find them
-    # when the simulated SUC (which used to register them) is left out.
-    import harvester_sim.controllers.kubelet  # noqa: F401 - what the world imports
-    from harvester_sim.programs.base import REGISTRY
-
-    found = REGISTRY.find("rancher/harvester-upgrade-toolkit:v1.6.0", ["upgrade_node.sh"],
-                          ["prepare"])
-    assert found is not None and found[0]
+    # when the simulated SUC (which used to register them) is never imported. A fresh
+    # interpreter, since this process has imported the SUC controller already.
+    code = ("import sys, harvester_sim.controllers.kubelet\n"
+            "from harvester_sim.programs.base import REGISTRY\n"
+            "assert 'harvester_sim.controllers.suc' not in sys.modules\n"
+            "f = REGISTRY.find('rancher/harvester-upgrade-toolkit:v1.6.0', "
+            "['upgrade_node.sh'], ['prepare'])\n"
+            "print(f[0] if f else 'NONE')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() not in ("", "NONE"), res.stdout
