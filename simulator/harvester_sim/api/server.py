@@ -805,26 +805,28 @@ class _Handler(BaseHTTPRequestHandler):
         return ua.split("/", 1)[0] if ua else "unknown"
 
     def _validate_fields(self, rt: ResourceType, obj: Obj) -> list[str]:
-        """fieldValidation for CRs (pruning unknown fields); returns warnings."""
+        """fieldValidation for a custom resource body: decode it as the CR handler does
+        (ObjectMeta, pruning, nulls, defaults); unknown fields are a 400 when Strict, warnings
+        when Warn (the default), silently dropped when Ignore."""
         mode = self.q.get("fieldValidation") or "Warn"
         strat = rt.strategy
-        unknown: list[str] = []
-        if rt.custom and rt.schema is not None:
-            from .strategies import prune_unknown
-
-            unknown = prune_unknown(obj, rt.schema)
+        if not rt.custom or not hasattr(strat, "decode"):
+            return []
+        unknown = strat.decode(obj, track=mode != "Ignore")
         if unknown and mode == "Strict":
             text = ", ".join(f'unknown field "{u}"' for u in unknown)
             raise errors.bad_request(f"strict decoding error: {text}")
         if unknown and mode == "Warn":
             return [f'unknown field "{u}"' for u in unknown]
-        _ = strat
         return []
 
     def _reply(self, code: int, rt: ResourceType, obj: Obj, warnings: list[str]) -> None:
         hdrs = {}
         if warnings:
-            hdrs["Warning"] = ", ".join(f'299 - "{w}"' for w in warnings[:5])
+            # net.NewWarningHeader: the text quoted, '"' and '\\' escaped
+            hdrs["Warning"] = ", ".join(
+                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                for w in warnings[:5])
         raise Response(code, self._render(rt, obj), JSON, hdrs)
 
     def _create(self, rt: ResourceType, ns: str | None, info: routing.RequestInfo, body: bytes,
