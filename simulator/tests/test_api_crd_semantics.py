@@ -11,8 +11,13 @@ simulator/docs/api-fidelity.md for how each was settled.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,7 +154,8 @@ def test_unknown_fields_dropped_warned_or_rejected(crds: None, raw: Any, ns: str
                                     '299 - "unknown field \\"spec.bogus\\""')
     r = raw("POST", _url(ns) + "?fieldValidation=Strict", _image(_name(), bogus=1))
     assert r.status == 400
-    assert r.json()["message"] == 'strict decoding error: unknown field "spec.bogus"'
+    assert r.json()["message"] == ('Image in version "v1beta1" cannot be handled as a Image: '
+                                   'strict decoding error: unknown field "spec.bogus"')
     r = raw("POST", _url(ns) + "?fieldValidation=Ignore", _image(_name(), bogus=1))
     assert r.status == 201 and "Warning" not in r.headers
 
@@ -390,3 +396,87 @@ def test_in_process_writers_are_decoded_too(crds: None, sim: Any, ns: str) -> No
                                    "metadata": {"name": _name(), "namespace": ns}})
     assert "bogus" not in out["spec"] and "storageClassParameters" not in out["spec"]
     assert out["spec"]["retry"] == 3
+
+
+# ------------------------------------------------------------------ /openapi/v2 and kubectl
+def _kubectl_path() -> str:
+    """The pinned kubectl 1.36 beside the venv when ``make venv`` put one there, else PATH's."""
+    pinned = Path(sys.executable).parent.parent / "kubectl-1.36" / "bin" / "kubectl"
+    if os.access(pinned, os.X_OK):
+        return str(pinned)
+    return shutil.which("kubectl") or "kubectl"
+
+
+@pytest.fixture(scope="module")
+def kctl(sim: Any) -> Callable[..., subprocess.CompletedProcess[str]]:
+    env = dict(os.environ)
+    env.update(sim.env)
+    path = _kubectl_path()
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([path, *args], env=env, capture_output=True, text=True,
+                              timeout=120, input=stdin)
+
+    return run
+
+
+def test_openapi_v2_json_and_protobuf(crds: None, raw: Any) -> None:
+    r = raw("GET", "/openapi/v2")
+    assert r.status == 200 and r.headers["Content-Type"] == "application/json"
+    doc = r.json()
+    assert doc["swagger"] == "2.0"
+    cm = doc["definitions"]["io.k8s.api.core.v1.ConfigMap"]
+    assert cm["x-kubernetes-group-version-kind"] == [
+        {"group": "", "kind": "ConfigMap", "version": "v1"}]
+    assert cm["properties"]["data"] == {"type": "object",
+                                        "additionalProperties": {"type": "string"}}
+    img = doc["definitions"]["io.test.semantics.v1beta1.Image"]
+    spec = img["properties"]["spec"]
+    assert spec["required"] == ["displayName", "sourceType"]
+    assert "type" not in spec["properties"]["checksum"]  # nullable: no type in v2
+    assert "properties" not in spec["properties"]["options"]  # preserve-unknown: free
+    pb = raw("GET", "/openapi/v2", headers={
+        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
+    assert pb.status == 200
+    assert pb.headers["Content-Type"] == \
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    assert pb.body.startswith(b"\n\x032.0")  # field 1 (swagger) = "2.0"
+    again = raw("GET", "/openapi/v2", headers={"If-None-Match": r.headers["ETag"]})
+    assert again.status == 304
+
+
+def test_kubectl_apply_rbac_list(crds: None, kctl: Any) -> None:
+    """A v1 List is validated on the client against /openapi/v2 (kubectl cannot leave it to
+    the server): deploy/rbac.yaml as a new user applies it."""
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+    out = kctl("apply", "-f", str(rbac))
+    assert out.returncode == 0, out.stderr
+    assert "clusterrole.rbac.authorization.k8s.io/harvester-upgrade" in out.stdout
+
+
+def test_kubectl_rejects_unknown_fields(crds: None, kctl: Any, ns: str) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "c1", "namespace": ns}, "data": {"a": "b"}, "bogus": 1}
+    lst = json.dumps({"apiVersion": "v1", "kind": "List", "items": [cm]})
+    out = kctl("apply", "-f", "-", stdin=lst)
+    assert out.returncode == 1
+    assert 'ValidationError(ConfigMap): unknown field "bogus" in io.k8s.api.core.v1.ConfigMap' \
+        in out.stderr
+    # one object: kubectl leaves it to the server (fieldValidation=Strict)
+    out = kctl("apply", "-f", "-", stdin=json.dumps(cm))
+    assert out.returncode == 1
+    assert 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding ' \
+           'error: unknown field "bogus"' in out.stderr
+    img = _image("k1", bogus=1)
+    img["metadata"]["namespace"] = ns
+    out = kctl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                     "items": [img]}))
+    assert out.returncode == 1
+    assert 'unknown field "bogus" in io.test.semantics.v1beta1.Image.spec' in out.stderr
+    out = kctl("apply", "-f", "-", stdin=json.dumps(img))
+    assert out.returncode == 1
+    assert 'Image in version "v1beta1" cannot be handled as a Image: strict decoding error: ' \
+           'unknown field "spec.bogus"' in out.stderr
+    out = kctl("apply", "--validate=warn", "-f", "-", stdin=json.dumps(img))
+    assert out.returncode == 0, out.stderr
+    assert 'Warning: unknown field "spec.bogus"' in out.stderr

@@ -140,6 +140,7 @@ class ApiServer:
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.openapi = openapi.OpenAPI(self.registry)
+        self.openapi_v2 = openapi.OpenAPIV2(self.registry)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> ApiServer:
@@ -593,6 +594,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise Response(200, _dumps(discovery.api_versions(f"{api.host}:{api.port}")))
         if p == "/apis":
             raise Response(200, _dumps(discovery.api_group_list(api.registry)))
+        if p == "/openapi/v2":
+            self._openapi_v2()
         if p == "/openapi/v3":
             raise Response(200, _dumps(api.openapi.index()))
         if p.startswith("/openapi/v3/"):
@@ -757,6 +760,22 @@ class _Handler(BaseHTTPRequestHandler):
                 f"the simulator has no protobuf schema for this object ({exc}) - send it as "
                 "application/json or application/yaml") from exc
 
+    def _openapi_v2(self) -> None:
+        """``/openapi/v2``: the protobuf form when Accept asks for it (client-go discovery
+        does), else JSON; an ETag, and 304 for a matching If-None-Match."""
+        accept = [r.split(";", 1)[0].strip().lower()
+                  for r in (self.headers.get("Accept") or "").split(",") if r.strip()]
+        pb_types = (openapi.V2_PROTO_ACCEPT, openapi.V2_PROTO_MEDIA)
+        want_pb = any(r in pb_types for r in accept)
+        if not want_pb and accept and not any(
+                r in ("application/json", "*/*", "application/*") for r in accept):
+            raise errors.not_acceptable(["application/json", openapi.V2_PROTO_MEDIA])
+        body, etag = self.api.openapi_v2.render(want_pb)
+        hdrs = {"ETag": etag, "Vary": "Accept", "Cache-Control": "no-cache, private"}
+        if self.headers.get("If-None-Match") == etag:
+            raise Response(304, b"", JSON, hdrs)
+        raise Response(200, body, openapi.V2_PROTO_MEDIA if want_pb else JSON, hdrs)
+
     def _check_accept(self, rt: ResourceType, sub: str | None) -> None:
         """406 NotAcceptable when Accept lists only encodings the simulator never produces
         (protobuf, CBOR), as the apiserver's negotiation answers an Accept it cannot meet.
@@ -804,18 +823,26 @@ class _Handler(BaseHTTPRequestHandler):
         ua = self.agent_full.split(" ", 1)[0]
         return ua.split("/", 1)[0] if ua else "unknown"
 
-    def _validate_fields(self, rt: ResourceType, obj: Obj) -> list[str]:
-        """fieldValidation for a custom resource body: decode it as the CR handler does
-        (ObjectMeta, pruning, nulls, defaults); unknown fields are a 400 when Strict, warnings
-        when Warn (the default), silently dropped when Ignore."""
+    def _validate_fields(self, rt: ResourceType, obj: Obj, patch: bool = False) -> list[str]:
+        """fieldValidation: decode the body as the apiserver does (a custom resource: ObjectMeta,
+        pruning, nulls, defaults; a built-in kind: the fields of its Go type); unknown fields
+        are a 400 when Strict, warnings when Warn (the default), silently dropped when
+        Ignore."""
         mode = self.q.get("fieldValidation") or "Warn"
         strat = rt.strategy
-        if not rt.custom or not hasattr(strat, "decode"):
+        if not rt.custom:
+            msg = protobuf.message_for(rt.api_version, rt.kind)
+            unknown = [] if msg is None else sorted(openapi.unknown_builtin_fields(obj, msg))
+        elif hasattr(strat, "decode"):
+            unknown = strat.decode(obj, track=mode != "Ignore")
+        else:
             return []
-        unknown = strat.decode(obj, track=mode != "Ignore")
         if unknown and mode == "Strict":
-            text = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise errors.bad_request(f"strict decoding error: {text}")
+            text = "strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown)
+            if not patch:  # handlers.transformDecodeError
+                text = (f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                        f"{text}")
+            raise errors.bad_request(text)
         if unknown and mode == "Warn":
             return [f'unknown field "{u}"' for u in unknown]
         return []
@@ -1100,7 +1127,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise errors.bad_request(
                     f"the name of the object ({nmd['name']}) does not match the name on "
                     f"the URL ({name})")
-            warnings.extend(self._validate_fields(rt, new))
+            warnings.extend(self._validate_fields(rt, new, patch=True))
             managed.on_update(rt, cur, new, manager, status_sub)
             return new
 
