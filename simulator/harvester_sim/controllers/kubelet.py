@@ -951,7 +951,7 @@ class Kubelet:
                 "image": c.image, "command": argv, "kind": kind, "containers": 0,
                 "example": f"{run.key[0]}/{run.key[1]}:{c.name}"}
             self.world.timeline.record("program_not_modelled", image=c.image, command=argv,
-                                       kind=kind, pod=f"{run.key[0]}/{run.key[1]}",
+                                       behaviour=kind, pod=f"{run.key[0]}/{run.key[1]}",
                                        container=c.name)
         entry["containers"] += 1
         if c.restarts == 0:
