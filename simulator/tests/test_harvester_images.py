@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 import harvester_sim
-from harvester_sim.controllers import harvester_images
+from harvester_sim.controllers import harvester_images, volumes
+from harvester_sim.scenarios import objects
 from harvester_sim.world import World
 
 CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
@@ -68,7 +69,10 @@ def world() -> Iterator[World]:
     for f in sorted(CRD_DIR.glob("harvesterhci.io.yaml")):
         for doc in yaml.safe_load_all(f.read_text()):
             w.client.create(doc)
+    for sc in objects.storage_classes():
+        w.client.create(sc)
     w.controllers["harvester_images"] = harvester_images.setup(w)
+    w.controllers["volumes"] = volumes.setup(w)   # binds the cdi import claim
     w.runtime.start()
     yield w
     w.stop()
@@ -115,8 +119,10 @@ def test_download_ok_with_checksum(world: World, server: str) -> None:
     assert st["size"] == NOMINAL
     assert st["appliedUrl"].endswith("/nominal/harvester.iso")
     assert world.extras["image_blobs"][("harvester-system", "p-iso")] == ISO
-    pvc = world.client.get("v1", "PersistentVolumeClaim", "p-iso", "harvester-system")
-    assert pvc["status"]["phase"] == "Bound"
+    pvc = wait_for(lambda: (world.client.get("v1", "PersistentVolumeClaim", "p-iso",
+                                             "harvester-system").get("status") or {})
+                   .get("phase") == "Bound" and world.client.get(
+                       "v1", "PersistentVolumeClaim", "p-iso", "harvester-system"))
     assert pvc["spec"]["storageClassName"] == "longhorn-static"
     spans = [e for e in world.timeline.snapshot() if e["event"] == "span"]
     assert spans and spans[0]["what"] == "iso_download"

@@ -14,9 +14,12 @@ Pacing: the release server already paces its (small) ISO to the nominal size it 
 itself so that it lasts ``size / timings.download_mib_s`` simulated seconds. ``status.size``
 is the nominal size when the server gives one.
 
-On success the bytes go to ``world.extras['image_blobs'][(namespace, name)]`` and a bound
-PersistentVolumeClaim named after the image (same namespace, owned by it) stands for the
-image's volume, so a pod can mount it (the upgrade repo's nginx reads the ISO from there).
+On success the bytes go to ``world.extras['image_blobs'][(namespace, name)]`` (Harvester's
+download API, ``programs/harvester_server.py``, serves them). For the ``cdi`` backend a
+PersistentVolumeClaim named after the image (same namespace, owned by it, the image's
+``targetStorageClassName``) stands for CDI's import volume; the cluster provisions and binds
+it (``controllers/volumes.py``), and a pod can mount it (the collection's repo nginx reads
+the ISO from there). The ``backingimage`` backend (upgrade-toolkit's) has no claim.
 The timeline gets ``image_import_started``/``image_imported``/``image_import_failed`` and a
 ``span`` (``what: iso_download`` for images annotated ``harvesterhci.io/os-upgrade-image``,
 ``image_download`` otherwise).
@@ -31,7 +34,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,24 +295,26 @@ class ImageController:
                 RETRY_DELAY_S, lambda: self._start(key))
 
     def _ensure_pvc(self, img: Obj, size: int) -> None:
+        """The ``cdi`` backend imports into a claim named after the image (CDI's DataVolume
+        claim, provisioned and bound by the cluster: ``controllers/volumes.py``); the
+        ``backingimage`` backend keeps the image in a Longhorn BackingImage, no claim."""
         md = img["metadata"]
         spec = img.get("spec") or {}
+        if (spec.get("backend") or "backingimage") == "backingimage":
+            return
         sc = spec.get("targetStorageClassName") or f"longhorn-{md['name']}"
         pvc = {
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {
                 "name": md["name"], "namespace": md["namespace"],
-                "annotations": {IMAGE_ID_ANNOTATION: f"{md['namespace']}/{md['name']}",
-                                "pv.kubernetes.io/bind-completed": "yes"},
+                "annotations": {IMAGE_ID_ANNOTATION: f"{md['namespace']}/{md['name']}"},
                 "ownerReferences": [{"apiVersion": API, "kind": KIND, "name": md["name"],
                                      "uid": md["uid"], "controller": True,
                                      "blockOwnerDeletion": True}],
             },
             "spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Block",
-                     "storageClassName": sc, "volumeName": f"pvc-{uuid.uuid4()}",
+                     "storageClassName": sc,
                      "resources": {"requests": {"storage": str(size)}}},
-            "status": {"phase": "Bound", "accessModes": ["ReadWriteMany"],
-                       "capacity": {"storage": str(size)}},
         }
         try:
             self.c.create(pvc)

@@ -7,8 +7,10 @@ drives the generator on the simulation runtime; when the pod is deleted or its n
 reboots the generator is closed (``GeneratorExit``) and the program simply stops.
 
 Programs are found by image and command: ``REGISTRY.register(name, matcher, program)`` where
-``matcher(image, command, args) -> bool``. The first matching program wins; images nobody
-claims run forever (long-running services) unless the scenario says otherwise.
+``matcher(image, command, args) -> bool``. The first matching program wins. A container no
+program claims is handled by the kubelet: it exits 0 after ``timings.short_program_s`` when
+it is a run-to-completion container, keeps running when it is a serving one, and is
+reported (``ProgramNotModelled`` event, ``Kubelet.unmodelled_programs()``).
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ files). The API server's service proxy reaches it while the pod is Ready and sel
 the Service. The handler is unregistered when the container stops (pod deleted, node
 rebooted).
 
-Readiness: the simulated kubelet does not run readiness probes (a container is Ready when
-it starts, or after the probe's ``initialDelaySeconds``), so the program registers its
-handler in its very first step, before any simulated time passes. Without an ISO (no blob
+Readiness: the kubelet runs the container's readiness probe against the handler this program
+registers (in its very first step, before any simulated time passes). Without an ISO (no blob
 yet, unreadable bytes) the mount fails: the program retries for ``MOUNT_RETRY_S`` and then
 exits 1, as the real container's loop mount would fail.
 """
