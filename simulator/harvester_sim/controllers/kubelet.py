@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..api import errors
-from ..programs import daemons, harvester_server, podfs, upgrade_repo  # noqa: F401 - register
+from ..programs import podfs
 from ..programs.base import REGISTRY, ProgramContext
 from . import podutil as pu
 

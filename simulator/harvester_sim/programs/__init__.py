@@ -6,4 +6,10 @@ system-upgrade-controller (``harvester-sim serve --without suc``) runs the same 
 one created by the simulated one.
 """
 
-from . import nginx_iso, toolkit  # noqa: F401 - registration on import
+from . import (  # noqa: F401 - registration on import
+    daemons,
+    harvester_server,
+    nginx_iso,
+    toolkit,
+    upgrade_repo,
+)
