@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import harvester_sim
+from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import kubevirt
 from harvester_sim.world import World
@@ -27,10 +27,7 @@ FAST = {"vm_start_s": 5, "vm_stop_s": 5, "pod_start_s": 1, "migration_overhead_s
 
 
 def install_crds(world: World) -> None:
-    for f in sorted(CRD_DIR.glob("*.yaml")):
-        for doc in yaml.safe_load_all(f.read_text()):
-            if doc:
-                world.client.create(doc)
+    crds.install(world.client)
 
 
 def make_node(world: World, name: str, labels: dict[str, str] | None = None,

@@ -132,3 +132,17 @@ def toolkit_crds() -> list[dict[str, Any]]:
 
 def source_of(crd: dict[str, Any]) -> str:
     return str(((crd.get("metadata") or {}).get("annotations") or {}).get(SOURCE_ANNOTATION, ""))
+
+
+def install(client: Any, groups: tuple[str, ...] | None = None, version: str = "") -> int:
+    """Create the CRDs (of ``groups``, else all) of Harvester ``version`` (default: the
+    scenario default's installed release) through ``client``; returns how many. For worlds
+    built without the scenario loader (tests, tools)."""
+    from ..releases.catalog import get_release
+    from ..scenarios.loader import DEFAULT_INSTALLED
+
+    rel = get_release(version or DEFAULT_INSTALLED)
+    docs = crds_for(rel) if groups is None else crds_for_groups(rel, groups)
+    for doc in docs:
+        client.create(doc)
+    return len(docs)
