@@ -263,7 +263,7 @@ class SystemUpgradeController:
         labels.update({LABEL_CONTROLLER: CONTROLLER_NAME, LABEL_NODE: node, LABEL_PLAN: pname,
                        LABEL_VERSION: latest, plan_label(pname): hsh})
         up = dict(spec.get("upgrade") or {})
-        env = [e for e in up.get("envs") or up.get("env") or []]
+        env = [e for e in up.get("envs") or []]
         env += [
             {"name": "SYSTEM_UPGRADE_NODE_NAME", "value": node},
             {"name": "SYSTEM_UPGRADE_POD_NAME",
