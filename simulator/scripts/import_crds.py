@@ -51,8 +51,6 @@ TOOLKIT_COMMIT = "5ac1bbe35a6b4f61247aa09162cc6a9099dddd4f"
 # The kinds the simulator serves (plural.group), per component.
 HARVESTER_KINDS = ("addons", "schedulevmbackups", "settings", "versions",
                    "virtualmachinebackups", "virtualmachineimages")
-KUBEVIRT_KINDS = ("virtualmachines.kubevirt.io", "virtualmachineinstances.kubevirt.io",
-                  "virtualmachineinstancemigrations.kubevirt.io")
 LONGHORN_KINDS = ("volumes.longhorn.io", "replicas.longhorn.io", "engines.longhorn.io",
                   "nodes.longhorn.io", "settings.longhorn.io")
 RANCHER_GENERATED = ("provisioning.cattle.io_clusters.yaml", "rke.cattle.io_custommachines.yaml")
@@ -160,7 +158,7 @@ def pick(text: str, names: tuple[str, ...], what: str) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------ components
 def harvester(m: Mirror, tag: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """(harvesterhci.io CRDs, kubevirt.io CRDs, kubevirt CRD version) at a Harvester tag."""
+    """(harvesterhci.io CRDs, kubevirt.io CRDs, KubeVirt version) at a Harvester tag."""
     repo, base = "harvester/harvester", "deploy/charts/harvester-crd/templates"
     out = []
     for plural in HARVESTER_KINDS:
@@ -186,6 +184,11 @@ KV_FUNCS = {"virtualmachines.kubevirt.io": "NewVirtualMachineCrd",
             "virtualmachineinstances.kubevirt.io": "NewVirtualMachineInstanceCrd",
             "virtualmachineinstancemigrations.kubevirt.io":
                 "NewVirtualMachineInstanceMigrationCrd"}
+
+
+KV_KIND = {"virtualmachines.kubevirt.io": "VirtualMachine",
+           "virtualmachineinstances.kubevirt.io": "VirtualMachineInstance",
+           "virtualmachineinstancemigrations.kubevirt.io": "VirtualMachineInstanceMigration"}
 
 
 def _go_block(src: str, start: int) -> str:
@@ -275,11 +278,6 @@ def kubevirt(m: Mirror, version: str) -> list[dict[str, Any]]:
                        "staging/src/kubevirt.io/api/core/v1/register.go"}
         out.append(clean_crd(crd, src))
     return out
-
-
-KV_KIND = {"virtualmachines.kubevirt.io": "VirtualMachine",
-           "virtualmachineinstances.kubevirt.io": "VirtualMachineInstance",
-           "virtualmachineinstancemigrations.kubevirt.io": "VirtualMachineInstanceMigration"}
 
 
 def longhorn(m: Mirror, tag: str) -> list[dict[str, Any]]:
