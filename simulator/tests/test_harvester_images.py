@@ -7,18 +7,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-import harvester_sim
+from harvester_sim import crds
 from harvester_sim.controllers import harvester_images, volumes
 from harvester_sim.scenarios import objects
 from harvester_sim.world import World
 
-CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
 API = "harvesterhci.io/v1beta1"
 ISO = bytes(range(256)) * 4096  # 1 MiB
 NOMINAL = 6 * 1024 ** 3
@@ -66,9 +63,7 @@ def world() -> Iterator[World]:
     w = World({"timings": {"download_mib_s": 100}}, speed=100.0, seed=1)
     for ns in ("default", "harvester-system"):
         w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    for f in sorted(CRD_DIR.glob("harvesterhci.io.yaml")):
-        for doc in yaml.safe_load_all(f.read_text()):
-            w.client.create(doc)
+    crds.install(w.client, ("harvesterhci.io",))
     for sc in objects.storage_classes():
         w.client.create(sc)
     w.controllers["harvester_images"] = harvester_images.setup(w)
@@ -137,8 +132,7 @@ def test_download_is_paced_without_a_nominal_size(server: str) -> None:
     w = World({"timings": {"download_mib_s": 1}}, speed=10.0, seed=1)
     w.client.create({"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": "harvester-system"}})
-    for doc in yaml.safe_load_all((CRD_DIR / "harvesterhci.io.yaml").read_text()):
-        w.client.create(doc)
+    crds.install(w.client, ("harvesterhci.io",))
     harvester_images.setup(w)
     w.runtime.start()
     try:

@@ -11,14 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 
-from harvester_sim import invariants
+from harvester_sim import crds, invariants
 from harvester_sim.api.resources import Registry
 from harvester_sim.api.store import Store
 from harvester_sim.client import Client
 from harvester_sim.clock import Clock
-from harvester_sim.scenarios import loader
 from harvester_sim.timeline import Timeline
 
 KV = "kubevirt.io/v1"
@@ -35,10 +33,7 @@ class Env:
                                      extras={}, scenario={"invariants": inv}, client=self.c)
         for ns in ("default", "longhorn-system"):
             self.c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        for f in ("kubevirt.io.yaml", "longhorn.io.yaml"):
-            for doc in yaml.safe_load_all((loader.CRD_DIR / f).read_text()):
-                if doc:
-                    self.c.create(doc)
+        crds.install(self.c, ("kubevirt.io", "longhorn.io"))
         self.mon: invariants.Monitor | None = None
 
     def start(self) -> invariants.Monitor:
@@ -66,7 +61,8 @@ class Env:
     def vm(self, name: str, run: str = "Always") -> None:
         self.c.create({"apiVersion": KV, "kind": "VirtualMachine",
                        "metadata": {"name": name, "namespace": "default"},
-                       "spec": {"runStrategy": run, "template": {"spec": {}}}})
+                       "spec": {"runStrategy": run,
+                                "template": {"spec": {"domain": {"devices": {}}}}}})
 
     def vm_status(self, name: str, status: str) -> None:
         self.c.patch(KV, "VirtualMachine", name, {"status": {"printableStatus": status}},
@@ -75,7 +71,8 @@ class Env:
     def vmi(self, name: str, node: str, phase: str = "Running") -> dict[str, Any]:
         return self.c.create({"apiVersion": KV, "kind": "VirtualMachineInstance",
                               "metadata": {"name": name, "namespace": "default"},
-                              "spec": {}, "status": {"phase": phase, "nodeName": node}})
+                              "spec": {"domain": {"devices": {}}},
+                              "status": {"phase": phase, "nodeName": node}})
 
     def vmi_patch(self, name: str, status: dict[str, Any]) -> None:
         self.c.patch(KV, "VirtualMachineInstance", name, {"status": status}, "default",

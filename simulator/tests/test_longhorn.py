@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import harvester_sim
+from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import longhorn
 from harvester_sim.world import World
@@ -40,8 +40,7 @@ def world_factory() -> Iterator[Callable[..., World]]:
                    "faults": faults or []}, speed=100.0, seed=1)
         for ns in ("default", NS):
             w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        for doc in yaml.safe_load_all((CRD_DIR / "longhorn.io.yaml").read_text()):
-            w.client.create(doc)
+        crds.install(w.client, ("longhorn.io",))
         for i in range(3):
             w.client.create({"apiVersion": "v1", "kind": "Node",
                              "metadata": {"name": f"node-{i}"},

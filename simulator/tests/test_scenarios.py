@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from harvester_sim import crds as harvester_crds
 from harvester_sim.faults import CONTEXT_KEYS
+from harvester_sim.releases.catalog import get_release
 from harvester_sim.scenarios import loader, objects
 from harvester_sim.timings import Timings
 from harvester_sim.world import World
@@ -310,9 +312,8 @@ def test_populate_creates_the_cluster(populated: World) -> None:
             "cattle-system", "fleet-local", "cattle-fleet-local-system"} <= ns
     crds = {c_["metadata"]["name"] for c_ in c.list("apiextensions.k8s.io/v1",
                                                      "CustomResourceDefinition")}
-    assert len(crds) == sum(1 for f in loader.CRD_DIR.glob("*.yaml")
-                            for line in f.read_text().splitlines()
-                            if line.strip() == "kind: CustomResourceDefinition")
+    assert crds == {d["metadata"]["name"] for d in harvester_crds.crds_for(
+        get_release(populated.scenario["harvester"]["installed"]))}
     nodes = c.list("v1", "Node")
     assert [n["metadata"]["name"] for n in nodes] == ["node-1", "node-2", "node-3"]
     n1 = nodes[0]
@@ -419,7 +420,7 @@ def test_populate_degraded_volume_and_witness() -> None:
 
 def test_populate_tolerates_missing_crds(monkeypatch: pytest.MonkeyPatch,
                                          tmp_path: Path) -> None:
-    monkeypatch.setattr(loader, "CRD_DIR", tmp_path)  # no CRD at all
+    monkeypatch.setattr(harvester_crds, "crds_for", lambda *a, **k: [])  # no CRD at all
     world = World(loader.load("three-node"), speed=1000)
     try:
         loader.populate(world)

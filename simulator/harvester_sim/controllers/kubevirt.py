@@ -420,9 +420,17 @@ class KubeVirt:
     def _now_ts(self) -> str:
         return str(self.clock.timestamp())
 
+    def _status_sub(self, kind: str) -> str | None:
+        """``"status"`` if the served CRD has a status subresource: KubeVirt's VM and VMIM
+        have one, the VMI has none (crds.go), so virt-controller writes a VMI's status with
+        a plain update."""
+        rt = self.c.registry.by_kind(API, kind)
+        return "status" if rt is not None and rt.has_status else None
+
     def _modify(self, kind: str, ns: str, name: str, fn: Any, status: bool = False) -> Obj | None:
         try:
-            return self.c.modify(API, kind, name, fn, ns, "status" if status else None,
+            return self.c.modify(API, kind, name, fn, ns,
+                                 self._status_sub(kind) if status else None,
                                  copy_result=False)
         except ApiError as exc:
             if exc.code in (404, 409):
@@ -495,7 +503,7 @@ class KubeVirt:
             cur.setdefault("status", {})["evacuationNodeName"] = node
             return cur
 
-        self.hooks_client.modify(API, VMI, vmi_name, mark, ns, "status")
+        self.hooks_client.modify(API, VMI, vmi_name, mark, ns, self._status_sub(VMI))
         self.world.runtime.call_soon(self._kick_evacuation)
         raise errors.too_many_requests(
             EVICTION_WEBHOOK + f'Eviction triggered evacuation of VMI "{ns}/{vmi_name}"')

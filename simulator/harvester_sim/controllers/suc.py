@@ -90,7 +90,7 @@ class SystemUpgradeController:
     def __init__(self, world: Any) -> None:
         self.world = world
         self.client = world.client_for(CONTROLLER_NAME)
-        install_crds(self.client, "upgrade.cattle.io.yaml")
+        install_crds(world, self.client, "upgrade.cattle.io")
         self._pending: set[tuple[str, str]] = set()
         rt = world.runtime
         rt.on("upgrade.cattle.io", "plans", self._on_plan)
@@ -263,7 +263,7 @@ class SystemUpgradeController:
         labels.update({LABEL_CONTROLLER: CONTROLLER_NAME, LABEL_NODE: node, LABEL_PLAN: pname,
                        LABEL_VERSION: latest, plan_label(pname): hsh})
         up = dict(spec.get("upgrade") or {})
-        env = [e for e in up.get("envs") or up.get("env") or []]
+        env = [e for e in up.get("envs") or []]
         env += [
             {"name": "SYSTEM_UPGRADE_NODE_NAME", "value": node},
             {"name": "SYSTEM_UPGRADE_POD_NAME",
