@@ -18,6 +18,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     manifests,
+    node_settings,
     plan_status,
     preflight_checks,
     versions,
@@ -625,23 +626,5 @@ def cleanup_resources(kube: Kube, writer: PlanWriter, check_mode: bool) -> list[
                 kube.patch(*c.RANCHER_CLUSTER, c.RANCHER_CLUSTER_NAME,
                            {"spec": {"rkeConfig": {"upgradeStrategy": None}}},
                            namespace=c.FLEET_NS)
-    saved = writer.annotations.get(c.ANN_REPLENISH_SAVED)
-    if saved is not None:
-        done.append(f"{prefix}restore Longhorn replica-replenishment-wait-interval={saved}")
-        if not check_mode:
-            try:
-                kube.patch(*c.LH_SETTING, "replica-replenishment-wait-interval",
-                           {"value": saved}, namespace=c.LONGHORN_NS)
-            except (ApiError, NotServed):
-                pass
-            writer.patch_annotations({c.ANN_REPLENISH_SAVED: None})
-    if preflight_checks.annotation_true(writer.annotations, (c.ANN_DESCHEDULER_WAS_ENABLED,)):
-        done.append(f"{prefix}re-enable the descheduler addon")
-        if not check_mode:
-            try:
-                kube.patch(*c.ADDON, "descheduler", {"spec": {"enabled": True}},
-                           namespace="kube-system")
-            except (ApiError, NotServed):
-                pass
-            writer.patch_annotations({c.ANN_DESCHEDULER_WAS_ENABLED: None})
+    done += node_settings.restore(kube, writer, check_mode)
     return done
