@@ -86,6 +86,15 @@ ANN_POST_HOOK = "management.harvesterhci.io/post-hook"
 ANN_TOOLKIT_IMAGE = "management.harvesterhci.io/upgrade-toolkit-image"
 ANN_REPLENISH_SAVED = "management.harvesterhci.io/replica-replenishment-wait-interval"
 ANN_DESCHEDULER_WAS_ENABLED = "management.harvesterhci.io/descheduler-was-enabled"
+# Coexistence (docs/operator-guide.md "Other upgrade mechanisms"): Harvester's built-in (V1)
+# upgrade and the Upgrade Manager add-on (upgrade-toolkit), which reconciles UpgradePlans too
+V1_UPGRADE = ("harvesterhci.io/v1beta1", "Upgrade")
+LABEL_V1_UPGRADE_STATE = "harvesterhci.io/upgradeState"
+V1_UPGRADE_TERMINAL = ("Succeeded", "Failed")
+UPGRADE_MANAGER_ADDON = "harvester-upgrade-manager"
+LABEL_APP_NAME = "app.kubernetes.io/name"
+ENDPOINT_SLICE = ("discovery.k8s.io/v1", "EndpointSlice")
+LABEL_SERVICE_NAME = "kubernetes.io/service-name"
 ANN_SNAPSHOT_CLEANUP_SAVED = "management.harvesterhci.io/auto-cleanup-system-generated-snapshot"
 
 # NodeUpgrade's PreRun (Harvester's upgrade controller, pkg/controller/master/upgrade/
