@@ -1,5 +1,6 @@
 """Action plugin: run the module inside the task's worker (see plugin_utils.in_process), and
-say what ``step: enter``'s head start did for the first node (in the words of the node
+say what ``step: enter`` did to the cluster settings held for the roll (NodeUpgrade's
+PreRun) and what its head start did for the first node (in the words of the node
 cycle's ``head start`` step)."""
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class ActionModule(InProcessAction):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
+        if self._task.args.get("step") == "enter":
+            for line in result.get("settings") or []:
+                display.display(f"    NodeUpgrade PreRun: {line}")
         hs = result.get("head_start")
         if self._task.args.get("step") == "enter" and isinstance(hs, dict) \
                 and hs.get("next") is not None:

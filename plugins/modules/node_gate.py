@@ -11,6 +11,14 @@ description:
   - I(step=enter) checks the plan reached C(ClusterUpgraded) (or is already in or past
     C(NodeUpgrading)) and sets C(NodeUpgrading); nodes without a state start at
     C(ImagePreloaded).
+  - I(step=enter) on a multi-node cluster also holds the cluster settings for the roll, as
+    Harvester's upgrade controller does before the node upgrades - Longhorn
+    C(replica-replenishment-wait-interval) raised to 1800 when lower, Longhorn
+    C(auto-cleanup-system-generated-snapshot) off for targets before v1.6.1, the
+    C(kube-system/descheduler) addon disabled when enabled. The original values are saved in
+    plan annotations before anything is changed (M(harvester.upgrade.finalize),
+    M(harvester.upgrade.upgrade_abort) and plan deletion restore them); a resumed run keeps
+    the saved originals. Check mode only reports it (RV(settings)).
   - I(step=batch) runs at the start of each batch of the serial node play. It drops nodes that
     are already upgraded (resume) and fails, naming both, when Rancher is draining a node that
     is not in the batch (or, when Rancher is between nodes, the batch is not the next
@@ -126,6 +134,12 @@ nodes:
 order:
   description: Node names in Rancher's drain order (I(step=enter)).
   returned: step=enter, when the plan is in or past NodeUpgrade
+  type: list
+  elements: str
+settings:
+  description: What I(step=enter) did (or would do, in check mode) to the cluster settings
+    held for the roll, one line each.
+  returned: step=enter, when the plan is in NodeUpgrading
   type: list
   elements: str
 head_start:

@@ -49,7 +49,7 @@ RELEASES = {
 TOOLKIT_COMMIT = "5ac1bbe35a6b4f61247aa09162cc6a9099dddd4f"
 
 # The kinds the simulator serves (plural.group), per component.
-HARVESTER_KINDS = ("addons", "schedulevmbackups", "settings", "versions",
+HARVESTER_KINDS = ("addons", "schedulevmbackups", "settings", "upgrades", "versions",
                    "virtualmachinebackups", "virtualmachineimages")
 LONGHORN_KINDS = ("volumes.longhorn.io", "replicas.longhorn.io", "engines.longhorn.io",
                   "nodes.longhorn.io", "settings.longhorn.io")

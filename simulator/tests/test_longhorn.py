@@ -35,13 +35,13 @@ def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "conditio
 def world_factory() -> Iterator[Callable[..., World]]:
     worlds: list[World] = []
 
-    def make(faults: list[dict[str, Any]] | None = None) -> World:
+    def make(faults: list[dict[str, Any]] | None = None, nodes: int = 3) -> World:
         w = World({"timings": {"replica_rebuild_s": 20, "pod_start_s": 1},
                    "faults": faults or []}, speed=100.0, seed=1)
         for ns in ("default", NS):
             w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         crds.install(w.client, ("longhorn.io",))
-        for i in range(3):
+        for i in range(nodes):
             w.client.create({"apiVersion": "v1", "kind": "Node",
                              "metadata": {"name": f"node-{i}"},
                              "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
@@ -201,3 +201,61 @@ def test_volume_degraded_fault_heals(world_factory: Callable[..., World]) -> Non
     wait_for(lambda: robustness(w) == "degraded", what="fault degraded the volume")
     wait_for(lambda: robustness(w) == "healthy", what="healed")
     assert any(e["event"] == "volume_degraded" for e in w.timeline.snapshot())
+
+
+def _node_down(w: World, node: str) -> None:
+    w.client.patch("v1", "Node", node, {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name(node), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+
+
+def _replicas_by_node(w: World) -> dict[str, bool]:
+    """node -> healthy, for pvc-1's replicas."""
+    return {r["spec"]["nodeID"]: (r.get("status") or {}).get("currentState") == "running"
+            and not r["spec"].get("failedAt") for r in w.client.list(API, "Replica", NS)}
+
+
+@pytest.mark.parametrize("interval", ["30", "1800"])
+def test_replica_replenishment_waits_the_interval_for_a_down_node(
+        world_factory: Callable[..., World], interval: str) -> None:
+    """Longhorn's replica-replenishment-wait-interval (longhorn-manager RequireNewReplica):
+    a degraded volume waits that long for its failed replica's node before it rebuilds a new
+    replica on another node; the upgrade raises it to 1800 s so a rebooting node's replicas
+    are reused instead of copied elsewhere."""
+    w = world_factory(nodes=4)
+    for n in ("node-0", "node-1", "node-2", "node-3"):
+        wait_for(lambda n=n: im_up(w, n))
+    w.client.patch(API, "Setting", "replica-replenishment-wait-interval", {"value": interval},
+                   NS)
+    attach(w, "node-0")
+    wait_for(lambda: robustness(w) == "healthy")
+    before = _replicas_by_node(w)
+    assert len(before) == 3
+    down = next(n for n in sorted(before) if n != "node-0")
+    spare = next(n for n in ("node-0", "node-1", "node-2", "node-3") if n not in before)
+    t0 = w.clock.now()
+    _node_down(w, down)
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    if interval == "30":
+        ev = wait_for(lambda: [e for e in w.timeline.snapshot()
+                               if e["event"] == "replica_replenished"], what="replenished")
+        assert ev[0]["node"] == spare and ev[0]["waited_s"] >= 30
+        wait_for(lambda: robustness(w) == "healthy", what="healthy without the down node")
+        assert _replicas_by_node(w)[spare] is True
+    else:
+        # far past 30 s of simulated time and still waiting for the down node's replica
+        wait_for(lambda: w.clock.now() - t0 > 120, what="120 simulated seconds")
+        assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_replenished"]
+        assert spare not in _replicas_by_node(w)
+        assert robustness(w) == "degraded"
+    w.client.patch("v1", "Node", down, {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    wait_for(lambda: im_up(w, down), what="instance manager back")
+    wait_for(lambda: robustness(w) == "healthy", what="healthy")
+    if interval == "30":
+        # the volume has its replicas: the down node's failed one is not rebuilt
+        wait_for(lambda: w.clock.now() - t0 > 400, what="time for a rebuild")
+        assert _replicas_by_node(w)[down] is False
+    else:
+        assert _replicas_by_node(w) == {n: True for n in before}

@@ -185,6 +185,7 @@ class Journey:
     uids_at_end: dict[str, str] = field(default_factory=dict)
     kubectl_table: str = ""
     replenish_before: str | None = None
+    replenish_written: list[str] = field(default_factory=list)   # every value written
     progressing_messages: list[str] = field(default_factory=list)   # as written, in order
 
     @property
@@ -231,6 +232,9 @@ def journey() -> Iterator[Journey]:
         j.replenish_before = _replenish(sim)
 
         def seen(ev: Any) -> None:   # every committed write, under the store's lock
+            if ev.obj.get("kind") == "Setting" and ev.obj["metadata"].get("name") == \
+                    "replica-replenishment-wait-interval":
+                j.replenish_written.append(str(ev.obj.get("value")))
             if ev.obj.get("kind") != "UpgradePlan":
                 return
             msg = cond(ev.obj, "Progressing").get("message")
@@ -477,6 +481,8 @@ def test_finalize_cleans_up_like_the_toolkit(journey: Journey) -> None:
     assert "upgradeStrategy" not in ((cluster.get("spec") or {}).get("rkeConfig") or {})
     assert cluster["spec"]["kubernetesVersion"] == release_metadata(sim, "v1.6.0")[
         "kubernetes"]   # left as upgraded
+    # NodeUpgrade's PreRun held it at 1800 for the roll; Finalize put the original back
+    assert journey.replenish_written[:1] == ["1800"], journey.replenish_written
     assert _replenish(sim) == journey.replenish_before
     assert "management.harvesterhci.io/replica-replenishment-wait-interval" not in (
         plan["metadata"].get("annotations") or {})

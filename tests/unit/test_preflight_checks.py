@@ -300,3 +300,42 @@ def test_skip_list() -> None:
     facts.cluster = None
     by_name = {r.name: r for r in pc.run_all(facts, skip=["cluster_ready"])}
     assert by_name["cluster_ready"].status == "skipped"
+
+
+def _upgrade(name: str, state: str | None) -> dict[str, Any]:
+    labels = {"harvesterhci.io/upgradeState": state} if state else {}
+    return {"metadata": {"name": name, "namespace": "harvester-system", "labels": labels},
+            "spec": {"version": "v1.6.0"}}
+
+
+def test_no_legacy_upgrade_uses_harvesters_in_progress_rule() -> None:
+    assert pc.no_legacy_upgrade(None).status == "skipped"
+    assert pc.no_legacy_upgrade([]).status == "passed"
+    done = [_upgrade("hvst-upgrade-a", "Succeeded"), _upgrade("hvst-upgrade-b", "Failed")]
+    assert pc.no_legacy_upgrade(done).status == "passed"
+    for state in (None, "PreparingRepo", "UpgradingNodes"):
+        res = pc.no_legacy_upgrade([*done, _upgrade("hvst-upgrade-c", state)])
+        assert res.failed and res.objects == ["upgrade/harvester-system/hvst-upgrade-c"]
+        assert res.family == "coexistence"
+
+
+def test_no_upgrade_manager_addon_or_chart() -> None:
+    addon = {"metadata": {"name": "harvester-upgrade-manager", "namespace": "harvester-system"},
+             "spec": {"enabled": True}}
+    assert pc.no_upgrade_manager([addon], []).failed
+    addon["spec"]["enabled"] = False
+    assert pc.no_upgrade_manager([addon], []).status == "passed"
+    dep = {"metadata": {"name": "harvester-upgrade-manager-controller-manager",
+                        "namespace": "harvester-system",
+                        "labels": {"app.kubernetes.io/name": "harvester-upgrade-manager"}},
+           "spec": {"replicas": 1}}
+    res = pc.no_upgrade_manager([addon], [dep])
+    assert res.failed and "deployment/harvester-system/" in res.message
+
+
+def test_skip_webhook_does_not_skip_coexistence() -> None:
+    facts = pc.Facts(plan_annotations={"management.harvesterhci.io/skip-webhook": "true"},
+                     legacy_upgrades=[_upgrade("u", "UpgradingNodes")])
+    res = {r.name: r for r in pc.run_all(facts)}
+    assert res["no_legacy_upgrade"].failed
+    assert res["nodes_ready"].status == "skipped"

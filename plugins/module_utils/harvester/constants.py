@@ -86,6 +86,26 @@ ANN_POST_HOOK = "management.harvesterhci.io/post-hook"
 ANN_TOOLKIT_IMAGE = "management.harvesterhci.io/upgrade-toolkit-image"
 ANN_REPLENISH_SAVED = "management.harvesterhci.io/replica-replenishment-wait-interval"
 ANN_DESCHEDULER_WAS_ENABLED = "management.harvesterhci.io/descheduler-was-enabled"
+# Coexistence (docs/operator-guide.md "Other upgrade mechanisms"): Harvester's built-in (V1)
+# upgrade and the Upgrade Manager add-on (upgrade-toolkit), which reconciles UpgradePlans too
+V1_UPGRADE = ("harvesterhci.io/v1beta1", "Upgrade")
+LABEL_V1_UPGRADE_STATE = "harvesterhci.io/upgradeState"
+V1_UPGRADE_TERMINAL = ("Succeeded", "Failed")
+UPGRADE_MANAGER_ADDON = "harvester-upgrade-manager"
+LABEL_APP_NAME = "app.kubernetes.io/name"
+ENDPOINT_SLICE = ("discovery.k8s.io/v1", "EndpointSlice")
+LABEL_SERVICE_NAME = "kubernetes.io/service-name"
+ANN_SNAPSHOT_CLEANUP_SAVED = "management.harvesterhci.io/auto-cleanup-system-generated-snapshot"
+
+# NodeUpgrade's PreRun (Harvester's upgrade controller, pkg/controller/master/upgrade/
+# upgrade_controller.go at v1.5.1/v1.6.0/v1.7.x; docs/node-upgrade.md "Cluster settings")
+LH_REPLENISH_SETTING = "replica-replenishment-wait-interval"
+LH_SNAPSHOT_CLEANUP_SETTING = "auto-cleanup-system-generated-snapshot"
+EXTENDED_REPLENISH_WAIT_S = 1800
+DESCHEDULER_ADDON = ("kube-system", "descheduler")
+# the release that stopped disabling Longhorn's system-snapshot cleanup (harvester commit
+# 875488960, "upgrade: do not disable the auto cleanup system snapshot")
+SNAPSHOT_CLEANUP_KEPT_FROM = "v1.6.1"
 
 # Skip/override annotations: (README spelling, legacy/code spelling); both are honoured.
 ANN_SKIP_WEBHOOK = ("management.harvesterhci.io/skip-webhook", "harvesterhci.io/skipWebhook")

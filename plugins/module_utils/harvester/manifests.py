@@ -8,7 +8,6 @@ and an ownerReference (controller=true) to the UpgradePlan.
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -100,13 +99,20 @@ def plan_spec(version: str | None, image: str | None, toolkit_tag_: str | None,
 
 
 def iso_image(plan: dict[str, Any], url: str, checksum: str) -> dict[str, Any]:
-    """VirtualMachineImage ``<plan>-iso`` downloading the release ISO."""
+    """VirtualMachineImage ``<plan>-iso`` downloading the release ISO.
+
+    ``displayName`` is ``<plan>-<spec.version>`` as the toolkit's
+    (upgrade-toolkit pkg/upgradeplan/handler.go ``constructVirtualMachineImage``): unique per
+    plan, because Harvester's image webhook refuses a second image with a displayName already
+    used in the namespace (a user-uploaded ISO keeps its file name)."""
     name = f"{plan_name(plan)}-iso"
+    version = str((plan.get("spec") or {}).get("version") or "")
+    display = f"{plan_name(plan)}-{version}" if version else name
     return {
         "apiVersion": c.VM_IMAGE[0], "kind": c.VM_IMAGE[1],
         "metadata": _meta(plan, name, c.COMPONENT_ISO, c.UPGRADE_NS,
                           annotations={c.ANN_OS_UPGRADE_IMAGE: "True"}),
-        "spec": {"backend": "cdi", "displayName": posixpath.basename(url) or name,
+        "spec": {"backend": "cdi", "displayName": display,
                  "sourceType": "download", "url": url, "checksum": checksum or "",
                  "retry": 3, "targetStorageClassName": c.ISO_STORAGE_CLASS},
     }

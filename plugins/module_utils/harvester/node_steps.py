@@ -20,7 +20,10 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     evacuation as ev,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    lock,
+    node_settings,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order as no,
 )
@@ -1687,10 +1690,15 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     missing = [f["name"] for f in facts if f["name"] not in statuses]
     for n in missing:
         statuses[n] = {"state": "ImagePreloaded"}
-    changed = False
+    # PreRun: Longhorn/descheduler settings held for the roll, their originals saved on the
+    # plan before any change; again on a resumed run (idempotent: keeps the saved originals)
+    held = node_settings.hold(kube, plan, single_node=is_single_node(facts),
+                              check_mode=bool(kube.check_mode))
+    changed = held["changed"] and not kube.check_mode
     if phase != "NodeUpgrading" or missing:
-        changed = _phase(kube, writer, False, statuses if missing else None)
-    return {"changed": changed, "phase": "NodeUpgrading", **inventory(facts)}
+        changed = _phase(kube, writer, False, statuses if missing else None) or changed
+    return {"changed": changed, "phase": "NodeUpgrading", "settings": held["actions"],
+            **inventory(facts)}
 
 
 def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     manifests,
+    node_settings,
     plan_status,
     preflight_checks,
     versions,
@@ -177,6 +178,9 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
     f.charts = kube.list_if_served(*c.MANAGED_CHART, namespace=c.FLEET_NS) or []
     f.bundles = kube.list_if_served(*c.FLEET_BUNDLE, namespace=c.FLEET_NS)
     f.addons = kube.list_if_served(*c.ADDON) or []
+    f.legacy_upgrades = kube.list_if_served(*c.V1_UPGRADE, namespace=c.UPGRADE_NS)
+    f.deployments = kube.list(*c.DEPLOYMENT, namespace=c.UPGRADE_NS,
+                              label_selector=f"{c.LABEL_APP_NAME}={c.UPGRADE_MANAGER_ADDON}")
     f.vmis = kube.list_if_served(*c.VMI) or []
     f.migrations = kube.list_if_served(*c.VMIM) or []
     names = [n["metadata"]["name"] for n in f.nodes]
@@ -208,34 +212,73 @@ def node_disk(kube: Kube, node: str) -> preflight_checks.NodeDisk | str:
     return disk
 
 
-def api_cert_expiry(kube: Kube) -> dict[str, Any]:
-    """NotAfter of the API server certificate at the address the collection talks to."""
+def api_endpoints(kube: Kube) -> list[tuple[str, int]]:
+    """The API server addresses the cluster publishes: every ready endpoint of the
+    EndpointSlices of Service ``default/kubernetes`` with its ``https`` port (what the
+    toolkit's certificate check dials; Harvester V1 read the Endpoints object)."""
+    try:
+        slices = kube.list(*c.ENDPOINT_SLICE, namespace="default",
+                           label_selector=f"{c.LABEL_SERVICE_NAME}=kubernetes")
+    except NotServed:
+        slices = []
+    out: list[tuple[str, int]] = []
+    for sl in slices:
+        ports = [int(p["port"]) for p in sl.get("ports") or []
+                 if p.get("port") and p.get("name", "https") == "https"] or [6443]
+        for ep in sl.get("endpoints") or []:
+            if (ep.get("conditions") or {}).get("ready") is False:
+                continue
+            for addr in ep.get("addresses") or []:
+                for port in ports:
+                    if (addr, port) not in out:
+                        out.append((addr, port))
+    return out
+
+
+def cert_not_after(host: str, port: int) -> Any:
+    """NotAfter of the earliest-expiring certificate the endpoint presents, or the error."""
     import datetime as _dt
     import socket
     import ssl
-    from urllib.parse import urlparse
 
-    try:
-        from cryptography import x509
-    except ImportError:
-        return {}
-    url = urlparse(kube.host)
-    if url.scheme != "https" or not url.hostname:
-        return {}
-    endpoint = f"{url.hostname}:{url.port or 443}"
+    from cryptography import x509
+
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=5) as sock, \
-                ctx.wrap_socket(sock, server_hostname=url.hostname) as tls:
+        with socket.create_connection((host, port), timeout=5) as sock, \
+                ctx.wrap_socket(sock, server_hostname=host) as tls:
             der = tls.getpeercert(binary_form=True)
         cert = x509.load_der_x509_certificate(der)
-        not_after = getattr(cert, "not_valid_after_utc", None) or \
+        return getattr(cert, "not_valid_after_utc", None) or \
             cert.not_valid_after.replace(tzinfo=_dt.timezone.utc)
-        return {endpoint: not_after}
     except (OSError, ValueError) as exc:
-        return {endpoint: str(exc)}
+        return str(exc)
+
+
+def api_cert_expiry(kube: Kube) -> dict[str, Any]:
+    """NotAfter of the API server certificate at every address the cluster publishes
+    (:func:`api_endpoints`), not at the kubeconfig's host: that may be a load balancer, a
+    virtual IP or Rancher's proxy with a certificate of its own. A cluster publishing none
+    (not a real one) falls back to the kubeconfig's host."""
+    from urllib.parse import urlparse
+
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        return {}
+    endpoints = api_endpoints(kube)
+    if not endpoints:
+        url = urlparse(kube.host)
+        if url.scheme != "https" or not url.hostname:
+            return {}
+        endpoints = [(url.hostname, url.port or 443)]
+    out: dict[str, Any] = {}
+    for host, port in endpoints:
+        label = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        out[label] = cert_not_after(host, port)
+    return out
 
 
 def initialize_fields(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
@@ -625,23 +668,5 @@ def cleanup_resources(kube: Kube, writer: PlanWriter, check_mode: bool) -> list[
                 kube.patch(*c.RANCHER_CLUSTER, c.RANCHER_CLUSTER_NAME,
                            {"spec": {"rkeConfig": {"upgradeStrategy": None}}},
                            namespace=c.FLEET_NS)
-    saved = writer.annotations.get(c.ANN_REPLENISH_SAVED)
-    if saved is not None:
-        done.append(f"{prefix}restore Longhorn replica-replenishment-wait-interval={saved}")
-        if not check_mode:
-            try:
-                kube.patch(*c.LH_SETTING, "replica-replenishment-wait-interval",
-                           {"value": saved}, namespace=c.LONGHORN_NS)
-            except (ApiError, NotServed):
-                pass
-            writer.patch_annotations({c.ANN_REPLENISH_SAVED: None})
-    if preflight_checks.annotation_true(writer.annotations, (c.ANN_DESCHEDULER_WAS_ENABLED,)):
-        done.append(f"{prefix}re-enable the descheduler addon")
-        if not check_mode:
-            try:
-                kube.patch(*c.ADDON, "descheduler", {"spec": {"enabled": True}},
-                           namespace="kube-system")
-            except (ApiError, NotServed):
-                pass
-            writer.patch_annotations({c.ANN_DESCHEDULER_WAS_ENABLED: None})
+    done += node_settings.restore(kube, writer, check_mode)
     return done

@@ -406,6 +406,48 @@ def non_migratable_vms(vmis: list[dict[str, Any]], nodes: list[dict[str, Any]],
                    f"restoreVM: {listing}", found.values())
 
 
+# --------------------------------------------------------------------------- coexistence
+
+def no_legacy_upgrade(upgrades: list[dict[str, Any]] | None) -> CheckResult:
+    """No Harvester built-in (V1) ``Upgrade`` in progress: one whose label
+    ``harvesterhci.io/upgradeState`` is not ``Succeeded``/``Failed`` (also none yet), the
+    rule Harvester's own upgrade webhook applies before it admits another Upgrade
+    (harvester v1.6.0 pkg/webhook/resources/upgrade/validator.go ``Create``)."""
+    name = "no_legacy_upgrade"
+    if upgrades is None:
+        return _skipped(name, "Harvester Upgrades (harvesterhci.io) are not served", "coexistence")
+    busy = [u for u in upgrades
+            if _labels(u).get(c.LABEL_V1_UPGRADE_STATE) not in c.V1_UPGRADE_TERMINAL]
+    if busy:
+        states = ", ".join(f"{_name(u)} ({_labels(u).get(c.LABEL_V1_UPGRADE_STATE) or 'new'})"
+                           for u in busy)
+        return _failed(name, "Harvester's built-in upgrade is in progress: " + states
+                       + "; let it finish (or delete it) before upgrading with this collection",
+                       [f"upgrade/{_name(u)}" for u in busy], "coexistence")
+    return _passed(name, f"{len(upgrades)} Harvester Upgrades, none in progress", "coexistence")
+
+
+def no_upgrade_manager(addon_objs: list[dict[str, Any]],
+                       deployments: list[dict[str, Any]]) -> CheckResult:
+    """The Upgrade Manager (upgrade-toolkit) is not installed: it reconciles the same
+    UpgradePlan CRD. Installed as the experimental Addon ``harvester-upgrade-manager``
+    (enabled) or its Helm chart (Deployment labelled
+    ``app.kubernetes.io/name=harvester-upgrade-manager``)."""
+    name = "no_upgrade_manager"
+    found = [f"addon/{_name(a)}" for a in addon_objs
+             if (a.get("metadata") or {}).get("name") == c.UPGRADE_MANAGER_ADDON
+             and (a.get("spec") or {}).get("enabled") is True]
+    found += [f"deployment/{_name(d)}" for d in deployments
+              if _labels(d).get(c.LABEL_APP_NAME) == c.UPGRADE_MANAGER_ADDON
+              and (d.get("spec") or {}).get("replicas", 1) != 0]
+    if found:
+        return _failed(name, "Harvester's Upgrade Manager is installed (" + ", ".join(found)
+                       + "); it reconciles the same UpgradePlans: disable the add-on (or "
+                       "uninstall the chart) before upgrading with this collection", found,
+                       "coexistence")
+    return _passed(name, "Upgrade Manager not installed", "coexistence")
+
+
 # --------------------------------------------------------------------------- §E.2 controller
 
 @dataclass
@@ -490,7 +532,8 @@ def certificates(not_after: dict[str, _dt.datetime | str], now: _dt.datetime,
     if unreadable and len(unreadable) == len(not_after):
         return _failed(name, "cannot read the API server certificate: " + "; ".join(unreadable),
                        [u.split(":")[0] for u in unreadable], family)
-    return _passed(name, f"certificates valid for at least {days} more days", family)
+    return _passed(name, f"certificates of {', '.join(sorted(not_after))} valid for at least "
+                   f"{days} more days", family)
 
 
 # --------------------------------------------------------------------------- running them all
@@ -519,6 +562,8 @@ class Facts:
     charts: list[dict[str, Any]] = field(default_factory=list)
     bundles: list[dict[str, Any]] | None = None
     addons: list[dict[str, Any]] = field(default_factory=list)
+    legacy_upgrades: list[dict[str, Any]] | None = None
+    deployments: list[dict[str, Any]] = field(default_factory=list)
     vmis: list[dict[str, Any]] = field(default_factory=list)
     migrations: list[dict[str, Any]] = field(default_factory=list)
     disks: dict[str, NodeDisk | str] = field(default_factory=dict)
@@ -528,6 +573,8 @@ class Facts:
 
 
 CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
+    "no_legacy_upgrade": lambda f: no_legacy_upgrade(f.legacy_upgrades),
+    "no_upgrade_manager": lambda f: no_upgrade_manager(f.addons, f.deployments),
     "no_concurrent_upgrade": lambda f: no_concurrent_upgrade(f.plans, f.plan_name),
     "no_cleanup_in_progress": lambda f: no_cleanup_in_progress(f.plans, f.plan_name),
     "version_exists": lambda f: version_exists(f.version_name, f.version_obj, f.image),
@@ -553,8 +600,11 @@ CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "disk_space": lambda f: disk_space(f.disks, f.plan_annotations),
     "certificates": lambda f: certificates(f.cert_expiry, f.now, f.plan_annotations),
 }
+# the coexistence checks are not the webhook's: the skip-webhook annotation does not skip
+# them (Harvester's webhook, too, refuses a second Upgrade before it reads that annotation)
 WEBHOOK_CHECKS = frozenset(
-    n for n in CHECKS if n not in ("disk_space", "certificates", "version_eligible"))
+    n for n in CHECKS if n not in ("disk_space", "certificates", "version_eligible",
+                                   "no_legacy_upgrade", "no_upgrade_manager"))
 
 
 def run_all(facts: Facts, skip: Iterable[str] = ()) -> list[CheckResult]:

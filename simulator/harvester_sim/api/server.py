@@ -154,6 +154,9 @@ class ApiServer:
         if isinstance(extras, dict):
             extras["api_server"] = self
             extras["api_stats"] = self.stats
+            # kube-apiserver's endpoint reconciler publishes its address in the `kubernetes`
+            # Service's Endpoints/EndpointSlice (controllers/endpoints.py writes them)
+            extras["api_port"] = self.port
         return self
 
     def stop(self) -> None:

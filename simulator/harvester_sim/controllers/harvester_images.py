@@ -20,6 +20,12 @@ PersistentVolumeClaim named after the image (same namespace, owned by it, the im
 ``targetStorageClassName``) stands for CDI's import volume; the cluster provisions and binds
 it (``controllers/volumes.py``), and a pod can mount it (the collection's repo nginx reads
 the ISO from there). The ``backingimage`` backend (upgrade-toolkit's) has no claim.
+Harvester's image controller labels each image ``harvesterhci.io/imageDisplayName`` with its
+``spec.displayName`` (harvester v1.6.0 ``pkg/controller/master/image/vm_image_controller.go``)
+and its validating webhook refuses to create an image whose displayName an image of the same
+namespace already carries in that label: 409 ``A resource with the same name exists``, an
+empty displayName 422 (``pkg/image/common/validator.go`` ``CheckDisplayName``, called by the
+``backingimage`` and ``cdi`` validators on create; identical in v1.5.1).
 The timeline gets ``image_import_started``/``image_imported``/``image_import_failed`` and a
 ``span`` (``what: iso_download`` for images annotated ``harvesterhci.io/os-upgrade-image``,
 ``image_download`` otherwise).
@@ -37,6 +43,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..api import errors
 from ..api.errors import ApiError
 
 log = logging.getLogger("harvester_sim.images")
@@ -49,6 +56,8 @@ KIND = "VirtualMachineImage"
 OS_IMAGE_ANNOTATION = "harvesterhci.io/os-upgrade-image"
 IMAGE_ID_ANNOTATION = "harvesterhci.io/imageId"
 NOMINAL_SIZE_HEADER = "X-Harvester-Sim-Nominal-Size"
+DISPLAY_NAME_LABEL = "harvesterhci.io/imageDisplayName"
+WEBHOOK = 'admission webhook "validator.harvesterhci.io" denied the request: '
 RETRY_DELAY_S = 10.0
 CHUNK = 64 * 1024
 MIB = 1024 * 1024
@@ -75,6 +84,7 @@ class ImageController:
         self._retry_timers: dict[Key, Any] = {}
         self._stopping = threading.Event()
         world.runtime.on("harvesterhci.io", "virtualmachineimages", self._on_image)
+        world.store.admission.append(self._admission)
         try:
             existing = self.c.list(API, KIND)
         except ApiError:
@@ -86,6 +96,25 @@ class ImageController:
         self._stopping.set()
         for a in list(self.attempts.values()):
             a.cancelled.set()
+
+    # ------------------------------------------------------------------ webhook
+    def _admission(self, op: str, rt: Any, obj: Obj, old: Obj | None,
+                   subresource: str | None) -> None:
+        if rt.key != ("harvesterhci.io", "virtualmachineimages") or op != "CREATE" or \
+                subresource is not None:
+            return
+        display = str((obj.get("spec") or {}).get("displayName") or "")
+        name = obj["metadata"].get("name") or obj["metadata"].get("generateName") or ""
+        if not display:
+            raise errors.invalid(KIND, "harvesterhci.io", name, [errors.field_required(
+                "spec.displayName", "displayName is required")])
+        ns = obj["metadata"].get("namespace") or "default"
+        for img in self.c.list(API, KIND, ns, label_selector={DISPLAY_NAME_LABEL: display}):
+            if img["metadata"].get("uid") != obj["metadata"].get("uid"):
+                raise ApiError(409, "Conflict",
+                               WEBHOOK + "A resource with the same name exists",
+                               {"name": name, "kind": "virtualmachineimages",
+                                "group": "harvesterhci.io"})
 
     # ------------------------------------------------------------------ events
     def _on_image(self, type_: str, obj: Obj, old: Obj | None) -> None:
@@ -106,6 +135,15 @@ class ImageController:
         cur = self.c.try_get(API, KIND, key[1], key[0])  # the event may be stale
         if cur is None or cur["metadata"].get("deletionTimestamp"):
             return
+        display = str((cur.get("spec") or {}).get("displayName") or "")
+        if display and (cur["metadata"].get("labels") or {}).get(DISPLAY_NAME_LABEL) != display:
+            def label(o: Obj) -> Obj:
+                o["metadata"].setdefault("labels", {})[DISPLAY_NAME_LABEL] = display
+                return o
+            try:
+                self.c.modify(API, KIND, key[1], label, key[0])
+            except ApiError:
+                pass   # not a valid label value: Harvester's update fails the same way
         spec = cur.get("spec") or {}
         if spec.get("sourceType") != "download":
             return

@@ -19,6 +19,20 @@
   volume, so draining that node is refused; it is deleted when the node is safe.
 * Settings: a few defaults (``replica-replenishment-wait-interval`` etc.) are created when
   missing, so the upgrade can read and change them.
+* Replica replenishment (longhorn-manager v1.9.1 ``controller/volume_controller.go``
+  ``replenishReplicas`` and ``scheduler/replica_scheduler.go`` ``RequireNewReplica`` /
+  ``timeToReplacementReplica`` / ``IsPotentiallyReusableReplica``; the same in v1.8.2): an
+  attached volume that became ``degraded`` (``status.lastDegradedAt``) with a failed replica
+  that cannot be reused yet (its node's instance manager is down) waits
+  ``replica-replenishment-wait-interval`` seconds, read from the Setting whenever it
+  re-checks, for that replica's node; past that it creates a new replica (one at a time) on a
+  node that is Ready, schedulable, not a witness and holds no replica of the volume (hard
+  anti-affinity, Longhorn's default), which rebuilds from scratch
+  (``timings.replica_rebuild_s``). The failed replica is then not reused when its node
+  returns (the volume has its replicas); it stays failed, as Longhorn keeps it until the
+  volume's ``staleReplicaTimeout``. No eligible node: nothing is created (Longhorn sets
+  ``Scheduled=False``). Timeline: ``replica_replenished`` (volume, replica, node,
+  ``waited_s``).
 
 Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; params
 ``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
@@ -74,6 +88,8 @@ class Vol:
     users: dict[Key, str] = field(default_factory=dict)   # pod -> node (running pods)
     pvc: Key | None = None
     faulted_by: int = 0
+    degraded_at: float | None = None    # sim time of status.lastDegradedAt
+    replenish_timer: Any = None
 
 
 def im_name(node: str) -> str:
@@ -285,7 +301,8 @@ class Longhorn:
         elif up and not was:
             for r in [r for r in self.reps.values()
                       if r.node == node and not r.healthy and r.cause == "im"]:
-                self._rebuild(r)
+                if self._needs_replica(r.volume):
+                    self._rebuild(r)
         if type_ == "DELETED" or phase in ("Failed", "Succeeded"):
             self.world.runtime.after(1.0, lambda: self._ensure_im(node))
         self._queue_pdbs()
@@ -450,6 +467,86 @@ class Longhorn:
                                            replica=r.name, node=r.node)
         self.world.runtime.after(self.timings.replica_rebuild_s, done)
 
+    # ------------------------------------------------------------------ replenishment
+    def _needs_replica(self, volume: str) -> bool:
+        """Fewer healthy or rebuilding replicas than ``numberOfReplicas``."""
+        v = self.vols.get(volume)
+        if v is None:
+            return True
+        usable = sum(1 for rn in self.reps_by_vol.get(volume, ())
+                     if rn in self.reps and (self.reps[rn].healthy or self.reps[rn].rebuilding))
+        return usable < v.replicas
+
+    def _wait_interval(self) -> float:
+        s = self.c.try_get(API, "Setting", "replica-replenishment-wait-interval", NS)
+        try:
+            return max(0.0, float(str((s or {}).get("value", DEFAULT_SETTINGS[
+                "replica-replenishment-wait-interval"]))))
+        except ValueError:
+            return float(DEFAULT_SETTINGS["replica-replenishment-wait-interval"])
+
+    def _schedule_replenish(self, v: Vol, delay: float) -> None:
+        if v.replenish_timer is not None:
+            v.replenish_timer.cancel()
+        v.replenish_timer = self.world.runtime.after(delay, lambda: self._replenish(v.name))
+
+    def _replenish(self, volume: str) -> None:
+        """One pass of ``replenishReplicas`` for a degraded, attached volume."""
+        v = self.vols.get(volume)
+        if v is None:
+            return
+        v.replenish_timer = None
+        if v.degraded_at is None or not v.attached:
+            return
+        reps = [self.reps[rn] for rn in sorted(self.reps_by_vol.get(volume, ()))
+                if rn in self.reps]
+        if any(r.rebuilding for r in reps) or not self._needs_replica(volume):
+            return   # one rebuild at a time; the next state change re-checks
+        # replicas that failed with their node's instance manager; the others (scenario's
+        # initial state, the volume_degraded fault) stay as the scenario/fault says
+        failed = [r for r in reps if not r.healthy]
+        gone = [r for r in failed if r.cause == "im"]
+        if len(gone) < len(failed):
+            return
+        reusable = [r for r in gone if self.im_up.get(r.node)]
+        if reusable:   # CheckAndReuseFailedReplica: its node is back, rebuild it there
+            self._rebuild(reusable[0])
+            return
+        if gone:   # potentially reusable (node down): wait for it until the interval passed
+            due = v.degraded_at + self._wait_interval()
+            now = self.world.clock.now()
+            if now < due:
+                self._schedule_replenish(v, due - now + 1.0)   # Longhorn adds a second
+                return
+        used = {r.node for r in reps}
+        pool = [n for n, o in sorted(self.nodes.items())
+                if n not in used and _ready(o) and self.im_up.get(n)
+                and not (o.get("spec") or {}).get("unschedulable")
+                and "node-role.harvesterhci.io/witness" not in
+                ((o.get("metadata") or {}).get("labels") or {})]
+        if not pool:
+            return   # Scheduled=False: no node for a new replica
+        node = pool[0]
+        rname = f"{v.name}-r-{hashlib.md5((v.name + node).encode()).hexdigest()[:8]}"  # noqa: S324
+        try:
+            self.c.create({
+                "apiVersion": API, "kind": "Replica",
+                "metadata": {"name": rname, "namespace": NS,
+                             "labels": {"longhornvolume": v.name, "longhornnode": node}},
+                "spec": {"volumeName": v.name, "nodeID": node, "active": True,
+                         "desireState": "running", "dataEngine": "v1", "failedAt": ""},
+                "status": {"currentState": "running", "ownerID": node, "started": True,
+                           "instanceManagerName": im_name(node)}})
+        except ApiError:
+            return
+        r = Rep(rname, v.name, node, False, cause="new")
+        self.reps[rname] = r
+        self.reps_by_vol.setdefault(v.name, set()).add(rname)
+        self.world.timeline.record("replica_replenished", volume=v.name, replica=rname,
+                                   node=node,
+                                   waited_s=round(self.world.clock.now() - v.degraded_at, 1))
+        self._rebuild(r)
+
     def _sync_attachment(self, v: Vol) -> None:
         node = next(iter(v.users.values()), "") if v.users else ""
         if v.attached in v.users.values():
@@ -490,6 +587,13 @@ class Longhorn:
     def _write_volume(self, v: Vol) -> None:
         rob = self.robustness(v)
         now = self._now()
+        if rob == "degraded":
+            if v.degraded_at is None:
+                v.degraded_at = self.world.clock.now()
+            if v.replenish_timer is None:   # every change of a degraded volume re-checks
+                self._schedule_replenish(v, 0.0)
+        else:
+            v.degraded_at = None
         users = dict(v.users)
 
         def fn(cur: Obj) -> Obj | None:
