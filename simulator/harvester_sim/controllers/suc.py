@@ -95,6 +95,10 @@ def safe_concat_name(*parts: str) -> str:
     return full[:56] + "-" + digest[:6]
 
 
+def job_name(plan_name: str, node: str, hsh: str) -> str:
+    return safe_concat_name("apply", plan_name, "on", node.split(".", 1)[0], "with", hsh)
+
+
 def munge_version(v: str) -> str:
     return v.replace("+", "-")
 
@@ -324,7 +328,7 @@ class SystemUpgradeController:
 
     # -------------------------------------------------------------------- jobs
     def job_name(self, plan_name: str, node: str, hsh: str) -> str:
-        return safe_concat_name("apply", plan_name, "on", node.split(".", 1)[0], "with", hsh)
+        return job_name(plan_name, node, hsh)
 
     def _ensure_job(self, plan: dict[str, Any], node: str, latest: str,
                     hsh: str) -> dict[str, Any] | None:
@@ -363,157 +367,7 @@ class SystemUpgradeController:
 
     def build_job(self, plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
                   hsh: str) -> dict[str, Any]:
-        """``upgradejob.New`` of SUC v0.16.3 (pkg/upgrade/job/job.go) with the controller's
-        default settings (no ``SYSTEM_UPGRADE_JOB_*`` environment)."""
-        if isinstance(node, str):
-            node = {"metadata": {"name": node}}
-        md = plan["metadata"]
-        spec = plan.get("spec") or {}
-        status = plan.get("status") or {}
-        pname = md["name"]
-        nname = node["metadata"]["name"]
-        hostname = hostname_of(node)
-        exclusive = "true" if spec.get("exclusive") else "false"
-        labels = {LABEL_CONTROLLER: CONTROLLER_NAME, LABEL_EXCLUSIVE: exclusive,
-                  LABEL_NODE: nname, LABEL_PLAN: pname, LABEL_VERSION: latest,
-                  plan_label(pname): hsh}
-        for k, v in (md.get("labels") or {}).items():
-            if "cattle.io/" not in k:
-                labels[k] = v
-        job_ann = {ANNOTATION_TTL: str(DEFAULT_TTL_S)}
-        pod_ann: dict[str, str] = {}
-        for k, v in (md.get("annotations") or {}).items():
-            if "cattle.io/" not in k and "kubectl.kubernetes.io/" not in k:
-                job_ann[k] = v
-                pod_ann[k] = v
-        secrets = list(spec.get("secrets") or [])
-        up = dict(spec.get("upgrade") or {})
-        plan_env = [{"name": "SYSTEM_UPGRADE_PLAN_NAME", "value": pname},
-                    {"name": "SYSTEM_UPGRADE_PLAN_LATEST_HASH", "value": hsh},
-                    {"name": "SYSTEM_UPGRADE_PLAN_LATEST_VERSION", "value": latest}]
-
-        def container(name: str, cspec: dict[str, Any], latest_tag: bool,
-                      volumes: list[dict[str, Any]],
-                      security: dict[str, Any] | None) -> dict[str, Any]:
-            image = str(cspec.get("image") or "")
-            c: dict[str, Any] = {
-                "name": name,
-                "image": _with_latest_tag(image, latest) if latest_tag else image,
-                "volumeMounts": [{"name": "host-root", "mountPath": "/host"},
-                                 {"name": "pod-info", "mountPath": "/run/system-upgrade/pod",
-                                  "readOnly": True}],
-                "env": [{"name": "SYSTEM_UPGRADE_NODE_NAME",
-                         "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                        {"name": "SYSTEM_UPGRADE_POD_NAME",
-                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                        {"name": "SYSTEM_UPGRADE_POD_UID",
-                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
-                + list(cspec.get("envs") or cspec.get("env") or []) + plan_env,
-                "imagePullPolicy": DEFAULT_IMAGE_PULL_POLICY,
-            }
-            for k in ("command", "args", "envFrom"):
-                if cspec.get(k):
-                    c[k] = list(cspec[k])
-            for s in secrets:
-                path = str(s.get("path") or "")
-                if not path:
-                    path = f"/run/system-upgrade/secrets/{s.get('name', '')}"
-                elif not path.startswith("/"):
-                    path = f"/run/system-upgrade/secrets/{path}"
-                c["volumeMounts"].append({"name": safe_concat_name("secret", str(s["name"])),
-                                          "mountPath": path, "readOnly": True})
-            for v in volumes:
-                c["volumeMounts"].append({"name": v.get("name"),
-                                          "mountPath": v.get("destination")})
-            if security is not None:
-                c["securityContext"] = copy.deepcopy(security)
-            return c
-
-        pod_volumes: list[dict[str, Any]] = [
-            {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}},
-            {"name": "pod-info", "downwardAPI": {"defaultMode": 420, "items": [
-                {"path": "labels",
-                 "fieldRef": {"fieldPath": "metadata.labels", "apiVersion": "v1"}},
-                {"path": "annotations",
-                 "fieldRef": {"fieldPath": "metadata.annotations", "apiVersion": "v1"}}]}}]
-        for s in secrets:
-            pod_volumes.append({"name": safe_concat_name("secret", str(s["name"])),
-                                "secret": {"secretName": s["name"],
-                                           "optional": bool(s.get("ignoreUpdates"))}})
-        for v in up.get("volumes") or []:
-            pod_volumes.append({"name": v.get("name"), "hostPath": {"path": v.get("source")}})
-
-        inits: list[dict[str, Any]] = []
-        if spec.get("prepare"):
-            prep = dict(spec["prepare"])
-            inits.append(container("prepare", prep, True, list(prep.get("volumes") or []),
-                                   prep.get("securityContext")))
-        drain = spec.get("drain")
-        if drain is not None:
-            inits.append(container("drain", {"image": KUBECTL_IMAGE,
-                                              "args": drain_args(nname, drain)},
-                                   False, list(up.get("volumes") or []), None))
-        elif spec.get("cordon"):
-            inits.append(container("cordon", {"image": KUBECTL_IMAGE,
-                                               "args": ["cordon", nname]},
-                                   False, list(up.get("volumes") or []), None))
-        security = up.get("securityContext") or {
-            "privileged": True, "capabilities": {"add": ["CAP_SYS_BOOT"]}}
-        main = container("upgrade", up, True, list(up.get("volumes") or []), security)
-
-        pod_spec: dict[str, Any] = {
-            "hostIPC": True,
-            "hostPID": True,
-            "hostNetwork": True,
-            "dnsPolicy": "ClusterFirstWithHostNet",
-            "affinity": {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{
-                        "key": "kubernetes.io/hostname", "operator": "In",
-                        "values": [hostname]}]}]}},
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "labelSelector": {"matchExpressions": [{
-                        "key": LABEL_EXCLUSIVE if spec.get("exclusive") else LABEL_PLAN,
-                        "operator": "In",
-                        "values": [exclusive if spec.get("exclusive") else pname]}]},
-                    "topologyKey": "kubernetes.io/hostname"}]},
-            },
-            "tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
-                             "effect": "NoSchedule"}] + list(spec.get("tolerations") or []),
-            "restartPolicy": "Never",
-            "volumes": pod_volumes,
-            "containers": [main],
-        }
-        if spec.get("serviceAccountName"):
-            pod_spec["serviceAccountName"] = spec["serviceAccountName"]
-        if spec.get("priorityClassName"):
-            pod_spec["priorityClassName"] = spec["priorityClassName"]
-        if spec.get("imagePullSecrets"):
-            pod_spec["imagePullSecrets"] = list(spec["imagePullSecrets"])
-        if inits:
-            pod_spec["initContainers"] = inits
-
-        job_spec: dict[str, Any] = {
-            "podReplacementPolicy": "TerminatingOrFailed",
-            "backoffLimit": DEFAULT_BACKOFF_LIMIT,
-            "ttlSecondsAfterFinished": DEFAULT_TTL_S,
-            "completions": 1,
-            # created paused; unpaused once the node is in status.applying (SUC issue #134)
-            "parallelism": 1 if hostname in (status.get("applying") or []) else 0,
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
-        }
-        if pod_ann:
-            job_spec["template"]["metadata"]["annotations"] = pod_ann
-        deadline = active_deadline(spec.get("jobActiveDeadlineSecs"))
-        if deadline is not None:
-            job_spec["activeDeadlineSeconds"] = deadline
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": self.job_name(pname, nname, hsh), "namespace": md["namespace"],
-                         "labels": labels, "annotations": job_ann},
-            "spec": job_spec,
-        }
+        return new_job(plan, node, latest, hsh)
 
     def _label_node(self, ns: str, job: dict[str, Any]) -> None:
         labels = job["metadata"].get("labels") or {}
@@ -528,10 +382,13 @@ class SystemUpgradeController:
         cordons = bool((plan.get("spec") or {}).get("cordon")) or \
             (plan.get("spec") or {}).get("drain") is not None
 
+        changed: list[bool] = []
+
         def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
             lbl = cur["metadata"].setdefault("labels", {})
             if lbl.get(plan_label(pname)) == hsh:
                 return None
+            changed.append(True)
             lbl[plan_label(pname)] = hsh
             if cordons and (cur.get("spec") or {}).get("unschedulable"):
                 cur["spec"]["unschedulable"] = False
@@ -543,7 +400,8 @@ class SystemUpgradeController:
             if exc.code != 404:
                 raise
             return
-        self.world.timeline.record("suc_node_applied", plan=pname, node=node)
+        if changed:
+            self.world.timeline.record("suc_node_applied", plan=pname, node=node)
 
     def _delete_jobs_of(self, ns: str, plan_name: str) -> None:
         for j in self.client.list("batch/v1", "Job", ns,
@@ -551,6 +409,161 @@ class SystemUpgradeController:
                                                   LABEL_PLAN: plan_name}):
             self.client.delete("batch/v1", "Job", j["metadata"]["name"], ns,
                                propagation="Background")
+
+
+def new_job(plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
+              hsh: str) -> dict[str, Any]:
+    """``upgradejob.New`` of SUC v0.16.3 (pkg/upgrade/job/job.go) with the controller's
+    default settings (no ``SYSTEM_UPGRADE_JOB_*`` environment)."""
+    if isinstance(node, str):
+        node = {"metadata": {"name": node}}
+    md = plan["metadata"]
+    spec = plan.get("spec") or {}
+    status = plan.get("status") or {}
+    pname = md["name"]
+    nname = node["metadata"]["name"]
+    hostname = hostname_of(node)
+    exclusive = "true" if spec.get("exclusive") else "false"
+    labels = {LABEL_CONTROLLER: CONTROLLER_NAME, LABEL_EXCLUSIVE: exclusive,
+              LABEL_NODE: nname, LABEL_PLAN: pname, LABEL_VERSION: latest,
+              plan_label(pname): hsh}
+    for k, v in (md.get("labels") or {}).items():
+        if "cattle.io/" not in k:
+            labels[k] = v
+    job_ann = {ANNOTATION_TTL: str(DEFAULT_TTL_S)}
+    pod_ann: dict[str, str] = {}
+    for k, v in (md.get("annotations") or {}).items():
+        if "cattle.io/" not in k and "kubectl.kubernetes.io/" not in k:
+            job_ann[k] = v
+            pod_ann[k] = v
+    secrets = list(spec.get("secrets") or [])
+    up = dict(spec.get("upgrade") or {})
+    plan_env = [{"name": "SYSTEM_UPGRADE_PLAN_NAME", "value": pname},
+                {"name": "SYSTEM_UPGRADE_PLAN_LATEST_HASH", "value": hsh},
+                {"name": "SYSTEM_UPGRADE_PLAN_LATEST_VERSION", "value": latest}]
+
+    def container(name: str, cspec: dict[str, Any], latest_tag: bool,
+                  volumes: list[dict[str, Any]],
+                  security: dict[str, Any] | None) -> dict[str, Any]:
+        image = str(cspec.get("image") or "")
+        c: dict[str, Any] = {
+            "name": name,
+            "image": _with_latest_tag(image, latest) if latest_tag else image,
+            "volumeMounts": [{"name": "host-root", "mountPath": "/host"},
+                             {"name": "pod-info", "mountPath": "/run/system-upgrade/pod",
+                              "readOnly": True}],
+            "env": [{"name": "SYSTEM_UPGRADE_NODE_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "SYSTEM_UPGRADE_POD_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "SYSTEM_UPGRADE_POD_UID",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
+            + list(cspec.get("envs") or cspec.get("env") or []) + plan_env,
+            "imagePullPolicy": DEFAULT_IMAGE_PULL_POLICY,
+        }
+        for k in ("command", "args", "envFrom"):
+            if cspec.get(k):
+                c[k] = list(cspec[k])
+        for s in secrets:
+            path = str(s.get("path") or "")
+            if not path:
+                path = f"/run/system-upgrade/secrets/{s.get('name', '')}"
+            elif not path.startswith("/"):
+                path = f"/run/system-upgrade/secrets/{path}"
+            c["volumeMounts"].append({"name": safe_concat_name("secret", str(s["name"])),
+                                      "mountPath": path, "readOnly": True})
+        for v in volumes:
+            c["volumeMounts"].append({"name": v.get("name"),
+                                      "mountPath": v.get("destination")})
+        if security is not None:
+            c["securityContext"] = copy.deepcopy(security)
+        return c
+
+    pod_volumes: list[dict[str, Any]] = [
+        {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}},
+        {"name": "pod-info", "downwardAPI": {"defaultMode": 420, "items": [
+            {"path": "labels",
+             "fieldRef": {"fieldPath": "metadata.labels", "apiVersion": "v1"}},
+            {"path": "annotations",
+             "fieldRef": {"fieldPath": "metadata.annotations", "apiVersion": "v1"}}]}}]
+    for s in secrets:
+        pod_volumes.append({"name": safe_concat_name("secret", str(s["name"])),
+                            "secret": {"secretName": s["name"],
+                                       "optional": bool(s.get("ignoreUpdates"))}})
+    for v in up.get("volumes") or []:
+        pod_volumes.append({"name": v.get("name"), "hostPath": {"path": v.get("source")}})
+
+    inits: list[dict[str, Any]] = []
+    if spec.get("prepare"):
+        prep = dict(spec["prepare"])
+        inits.append(container("prepare", prep, True, list(prep.get("volumes") or []),
+                               prep.get("securityContext")))
+    drain = spec.get("drain")
+    if drain is not None:
+        inits.append(container("drain", {"image": KUBECTL_IMAGE,
+                                          "args": drain_args(nname, drain)},
+                               False, list(up.get("volumes") or []), None))
+    elif spec.get("cordon"):
+        inits.append(container("cordon", {"image": KUBECTL_IMAGE,
+                                           "args": ["cordon", nname]},
+                               False, list(up.get("volumes") or []), None))
+    security = up.get("securityContext") or {
+        "privileged": True, "capabilities": {"add": ["CAP_SYS_BOOT"]}}
+    main = container("upgrade", up, True, list(up.get("volumes") or []), security)
+
+    pod_spec: dict[str, Any] = {
+        "hostIPC": True,
+        "hostPID": True,
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{
+                    "key": "kubernetes.io/hostname", "operator": "In",
+                    "values": [hostname]}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchExpressions": [{
+                    "key": LABEL_EXCLUSIVE if spec.get("exclusive") else LABEL_PLAN,
+                    "operator": "In",
+                    "values": [exclusive if spec.get("exclusive") else pname]}]},
+                "topologyKey": "kubernetes.io/hostname"}]},
+        },
+        "tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                         "effect": "NoSchedule"}] + list(spec.get("tolerations") or []),
+        "restartPolicy": "Never",
+        "volumes": pod_volumes,
+        "containers": [main],
+    }
+    if spec.get("serviceAccountName"):
+        pod_spec["serviceAccountName"] = spec["serviceAccountName"]
+    if spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec["priorityClassName"]
+    if spec.get("imagePullSecrets"):
+        pod_spec["imagePullSecrets"] = list(spec["imagePullSecrets"])
+    if inits:
+        pod_spec["initContainers"] = inits
+
+    job_spec: dict[str, Any] = {
+        "podReplacementPolicy": "TerminatingOrFailed",
+        "backoffLimit": DEFAULT_BACKOFF_LIMIT,
+        "ttlSecondsAfterFinished": DEFAULT_TTL_S,
+        "completions": 1,
+        # created paused; unpaused once the node is in status.applying (SUC issue #134)
+        "parallelism": 1 if hostname in (status.get("applying") or []) else 0,
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+    }
+    if pod_ann:
+        job_spec["template"]["metadata"]["annotations"] = pod_ann
+    deadline = active_deadline(spec.get("jobActiveDeadlineSecs"))
+    if deadline is not None:
+        job_spec["activeDeadlineSeconds"] = deadline
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(pname, nname, hsh), "namespace": md["namespace"],
+                     "labels": labels, "annotations": job_ann},
+        "spec": job_spec,
+    }
 
 
 def _job_finished(job: dict[str, Any]) -> str | None:

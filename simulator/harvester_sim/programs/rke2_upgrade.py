@@ -12,7 +12,8 @@ Follows rancher/rke2-upgrade ``scripts/upgrade.sh`` and ``Dockerfile`` (commit e
   files carry ``HOME``, and SIGTERMs rke2 and its containerd/kubelet children so that systemd
   restarts RKE2 with the new binary — here ``kubelet.restart_kubelet(node, version)``: a short
   NotReady blip after which the node reports the new ``kubeletVersion``; running pods keep
-  running (their shims survive). The script exits 0 right after the kill.
+  running (their shims survive). The script exits 0 right after the kill; the restarted
+  kubelet reports that exit, so the container ends here once the kubelet is back.
 * ``prepare <plan>``: the agent plans' prepare step: waits (5 s polls) until the named SUC
   Plan in the pod's namespace has an empty ``status.applying``, then until every node
   labelled ``node-role.kubernetes.io/master`` runs the image's Kubernetes version.
@@ -95,6 +96,10 @@ def upgrade(ctx: ProgramContext) -> Prog:
         return 1
     ctx.log(f"[INFO]  Successfully Killed old rke2 process and containerd/kubelet processes "
             f"(restarting as {want})")
+    # the script exits right after the kill, but the exit is reported by the restarted
+    # kubelet: the Job completes only once RKE2 is back
+    while kubelet is not None and hasattr(kubelet, "is_up") and not kubelet.is_up(node):
+        yield 1.0
     return 0
 
 
