@@ -116,6 +116,7 @@ class ChartsController:
             for name in HARVESTER_DAEMONSETS:
                 img = self._image_for(version, f"rancher/{name}", "v0.3.1")
                 self._create(self._daemonset(HARVESTER_NS, name, img))
+            self._create(self._harvester_service())
         rancher = str(rel.get("rancher") or "")
         if rancher and c.try_get("v1", "Namespace", "cattle-system") is not None:
             img = self._image_for(version, "rancher/rancher", rancher)
@@ -142,13 +143,31 @@ class ChartsController:
 
     @staticmethod
     def _pod_template(name: str, image: str) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": name, "image": image,
+                                     "resources": {"requests": {"cpu": "100m",
+                                                                "memory": "128Mi"}}}
+        if name == "harvester":
+            # deploy/charts/harvester/templates/deployment.yaml (httpsPort 8443)
+            container["ports"] = [{"containerPort": 8443, "name": "https", "protocol": "TCP"}]
         return {"metadata": {"labels": {"app.kubernetes.io/name": name,
                                         "app.kubernetes.io/component": "apiserver"
                                         if name == "harvester" else name}},
-                "spec": {"containers": [{"name": name, "image": image,
-                                         "resources": {"requests": {"cpu": "100m",
-                                                                    "memory": "128Mi"}}}],
+                "spec": {"containers": [container],
                          "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}}
+
+    @staticmethod
+    def _harvester_service() -> dict[str, Any]:
+        """Service ``harvester`` of deploy/charts/harvester/templates/service.yaml (v1.6.0;
+        values: ClusterIP, sessionAffinity ClientIP, httpsPort 8443, httpPort 0)."""
+        labels = {"app.kubernetes.io/name": "harvester",
+                  "app.kubernetes.io/component": "apiserver"}
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "harvester", "namespace": HARVESTER_NS,
+                             "labels": {**labels, "app.kubernetes.io/managed-by": "Helm",
+                                        "kubernetes.io/cluster-service": "true"}},
+                "spec": {"type": "ClusterIP", "sessionAffinity": "ClientIP", "selector": labels,
+                         "ports": [{"name": "https", "port": 8443, "protocol": "TCP",
+                                    "targetPort": "https"}]}}
 
     def _deployment(self, ns: str, name: str, image: str, replicas: int) -> dict[str, Any]:
         return {"apiVersion": "apps/v1", "kind": "Deployment",

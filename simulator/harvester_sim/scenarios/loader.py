@@ -601,6 +601,14 @@ class _Populator:
         self.created[obj["kind"]] = self.created.get(obj["kind"], 0) + 1
         return out  # type: ignore[no-any-return]
 
+    def set_status(self, api_version: str, kind: str, name: str, namespace: str | None,
+                   status: dict[str, Any]) -> None:
+        """Write a status the API dropped on create (the cluster's history put it there)."""
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            cur["status"] = dict(status)
+            return cur
+        self.client.modify(api_version, kind, name, fn, namespace, "status")
+
     def served(self, api_version: str, kind: str) -> bool:
         return self.client.registry.by_kind(api_version, kind) is not None
 
@@ -737,13 +745,19 @@ class _Populator:
             claims = []
             running = vm["runStrategy"] in ("Always", "RerunOnFailure", "Once")
             for vol in vm["volumes"]:
+                uid = objects.claim_uid(self.seed, vm["namespace"], vol["name"])
                 pv = objects.pv_name(self.seed, vm["namespace"], vol["name"])
-                self.create(objects.pvc_object(vol["name"], vm["namespace"], vol["size"],
-                                               vol["accessMode"], vol["storageClass"],
-                                               vol["volumeMode"], pv, vm["name"]))
-                self.create(objects.pv_object(pv, vol["name"], vm["namespace"], vol["size"],
-                                              vol["accessMode"], vol["storageClass"],
-                                              vol["volumeMode"], vol["replicas"]))
+                pvc_obj = objects.pvc_object(vol["name"], vm["namespace"], vol["size"],
+                                             vol["accessMode"], vol["storageClass"],
+                                             vol["volumeMode"], pv, vm["name"], uid)
+                pv_obj = objects.pv_object(pv, vol["name"], vm["namespace"], vol["size"],
+                                           vol["accessMode"], vol["storageClass"],
+                                           vol["volumeMode"], vol["replicas"], uid)
+                if self.create(pvc_obj) is not None:
+                    self.set_status("v1", "PersistentVolumeClaim", vol["name"],
+                                    vm["namespace"], pvc_obj["status"])
+                if self.create(pv_obj) is not None:
+                    self.set_status("v1", "PersistentVolume", pv, None, pv_obj["status"])
                 self._volume(pv, vol["name"], vm["namespace"], vol["size"], vol["replicas"],
                              vol["accessMode"], vol["robustness"],
                              vm["initialNode"] if running else None, vm["name"])

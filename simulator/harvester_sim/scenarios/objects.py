@@ -363,12 +363,27 @@ def managed_chart(name: str, chart_version: str, namespace: str) -> Obj:
 
 
 # ------------------------------------------------------------------------ volumes and VMs
+def claim_uid(seed: int, namespace: str, pvc: str) -> str:
+    """The uid a scenario claim gets (pre-assigned, so its PV can be named after it)."""
+    return fake_uuid(seed, "pv", namespace, pvc)
+
+
 def pv_name(seed: int, namespace: str, pvc: str) -> str:
-    return "pvc-" + fake_uuid(seed, "pv", namespace, pvc)
+    """``pvc-<claim uid>``, the name external-provisioner gives a provisioned PV."""
+    return "pvc-" + claim_uid(seed, namespace, pvc)
+
+
+def storage_class_params(name: str) -> dict[str, str]:
+    for sc in storage_classes():
+        if sc["metadata"]["name"] == name:
+            return dict(sc["parameters"])
+    return {}
 
 
 def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_class: str,
-               volume_mode: str, pv: str, owner_vm: str | None) -> Obj:
+               volume_mode: str, pv: str, owner_vm: str | None, uid: str | None = None) -> Obj:
+    """A claim bound long ago, as the PV controller left it (``controllers/volumes.py``);
+    the status is written after the create (the API drops it on create)."""
     md: Obj = {"name": name, "namespace": namespace,
                "annotations": {"pv.kubernetes.io/bind-completed": "yes",
                                "pv.kubernetes.io/bound-by-controller": "yes",
@@ -376,6 +391,8 @@ def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_c
                                    "driver.longhorn.io",
                                "volume.kubernetes.io/storage-provisioner": "driver.longhorn.io"},
                "finalizers": ["kubernetes.io/pvc-protection"]}
+    if uid:
+        md["_preassigned_uid"] = uid
     if owner_vm:
         md["annotations"]["harvesterhci.io/owned-by"] = json.dumps(
             [{"schema": "kubevirt.io.virtualmachine", "refs": [f"{namespace}/{owner_vm}"]}])
@@ -388,18 +405,27 @@ def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_c
 
 
 def pv_object(pv: str, pvc: str, namespace: str, size: str, access_mode: str,
-              storage_class: str, volume_mode: str, replicas: int) -> Obj:
+              storage_class: str, volume_mode: str, replicas: int,
+              claim_uid_: str = "") -> Obj:
+    """The PV external-provisioner made for the claim (``controllers/volumes.py``)."""
+    from ..controllers.volumes import volume_attributes
+
+    params = {**storage_class_params(storage_class), "numberOfReplicas": str(replicas)}
+    csi: Obj = {"driver": "driver.longhorn.io", "volumeHandle": pv,
+                "volumeAttributes": volume_attributes(params)}
+    if volume_mode == "Filesystem":
+        csi["fsType"] = "ext4"
     return {"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": pv,
-                         "annotations": {"pv.kubernetes.io/provisioned-by": "driver.longhorn.io"},
+                         "annotations": {
+                             "pv.kubernetes.io/provisioned-by": "driver.longhorn.io",
+                             "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+                             "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
                          "finalizers": ["kubernetes.io/pv-protection"]},
             "spec": {"accessModes": [access_mode], "capacity": {"storage": size},
                      "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                  "name": pvc, "namespace": namespace},
-                     "csi": {"driver": "driver.longhorn.io", "volumeHandle": pv,
-                             "fsType": "ext4",
-                             "volumeAttributes": {"numberOfReplicas": str(replicas),
-                                                  "migratable": "true"}},
+                                  "name": pvc, "namespace": namespace, "uid": claim_uid_},
+                     "csi": csi,
                      "persistentVolumeReclaimPolicy": "Delete",
                      "storageClassName": storage_class, "volumeMode": volume_mode},
             "status": {"phase": "Bound"}}
