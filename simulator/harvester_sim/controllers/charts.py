@@ -11,6 +11,9 @@
   (same repositories, tags from the release catalog) and the workload controllers roll
   them; after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
   ``Ready=True`` with ``summary.ready=1``. Span ``chart_rollout`` per chart.
+* the ``harvester-crd`` chart's rollout replaces the harvesterhci.io CRDs by those of the
+  chart's release, the ``harvester`` chart's the kubevirt.io and longhorn.io ones
+  (``_upgrade_util.switch_crds``), as the real chart upgrade does.
 * fault ``chart_stuck`` (target ``chart``): the chart never becomes Ready again.
 
 At setup, the Harvester system workloads (above, plus Deployment ``rancher`` in
@@ -25,6 +28,7 @@ import logging
 from typing import Any
 
 from ..client import ApiError
+from ..crds import CHART_COMPONENTS
 from ._upgrade_util import (
     TaskGen,
     TaskRunner,
@@ -34,6 +38,7 @@ from ._upgrade_util import (
     release_for,
     release_images,
     set_condition,
+    switch_crds,
 )
 
 log = logging.getLogger("harvester_sim.charts")
@@ -60,7 +65,7 @@ class ChartsController:
         self.world = world
         self.client = world.client_for("fleet-agent")
         self.tasks = TaskRunner(world, poll_s=2.0)
-        install_crds(self.client, "management.cattle.io.yaml", "fleet.cattle.io.yaml")
+        install_crds(world, self.client, "management.cattle.io", "fleet.cattle.io")
         self.ensure_objects()
         world.runtime.on("management.cattle.io", "managedcharts", self._on_chart)
         world.runtime.on("apps", "deployments", self._on_workload)
@@ -361,6 +366,7 @@ class ChartsController:
             yield lambda: False
         workloads = CHART_WORKLOADS.get(name, [])
         app = _app_version(version)
+        self._apply_crds(name, app)
         for kind, ns, wname in workloads:
             self._set_images(kind, ns, wname, app)
         yield self.world.timings.chart_rollout_s
@@ -369,6 +375,19 @@ class ChartsController:
         self.world.timeline.record("span", what="chart_rollout", node="", chart=name,
                                    start=t0, end=self.world.clock.now())
         self.world.timeline.record("chart_ready", chart=name, version=version)
+
+
+    def _apply_crds(self, chart: str, version: str) -> None:
+        """The chart's CRDs at ``version``: the harvester-crd chart carries the
+        harvesterhci.io ones; the harvester chart's kubevirt-operator and longhorn subcharts
+        bring KubeVirt's (virt-operator creates them) and Longhorn's."""
+        if chart not in CHART_COMPONENTS:
+            return
+        rel = release_for(self.world, version)
+        if rel is None:
+            log.warning("chart %s %s: release unknown, CRDs left as they are", chart, version)
+            return
+        switch_crds(self.world, self.client, rel, chart)
 
 
 def setup(world: Any) -> ChartsController:

@@ -137,8 +137,8 @@ class RancherPlanner:
         self.started_for = ""                     # desired version the roll was started for
         self.done_for = ""
         self._reconcile_pending = False
-        install_crds(self.client, "provisioning.cattle.io.yaml", "cluster.x-k8s.io.yaml",
-                     "rke.cattle.io.yaml", "management.cattle.io.yaml")
+        install_crds(world, self.client, "provisioning.cattle.io", "cluster.x-k8s.io",
+                     "rke.cattle.io", "management.cattle.io")
         self.ensure_objects()
         rt = world.runtime
         rt.on("provisioning.cattle.io", "clusters", self._on_cluster)

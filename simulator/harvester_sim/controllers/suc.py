@@ -185,7 +185,7 @@ class SystemUpgradeController:
     def __init__(self, world: Any) -> None:
         self.world = world
         self.client = world.client_for(CONTROLLER_NAME)
-        install_crds(self.client, "upgrade.cattle.io.yaml")
+        install_crds(world, self.client, "upgrade.cattle.io")
         self._pending: set[tuple[str, str]] = set()
         rt = world.runtime
         rt.on("upgrade.cattle.io", "plans", self._on_plan)

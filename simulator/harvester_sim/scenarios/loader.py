@@ -30,7 +30,6 @@ from . import objects
 log = logging.getLogger("harvester_sim.scenarios")
 
 HERE = Path(__file__).resolve().parent
-CRD_DIR = HERE.parent / "crds"
 SCHEMA_PATH = HERE / "schema.json"
 
 BASE_NAMESPACES = [
@@ -627,7 +626,7 @@ class _Populator:
                                                            for w in scn["workloads"]}
         for ns in BASE_NAMESPACES + sorted(extra_ns - set(BASE_NAMESPACES)):
             self.create(objects.namespace(ns))
-        self.crds()
+        self.crds(installed)
         for sc in objects.storage_classes():
             self.create(sc)
         self.create(objects.setting("server-version", installed))
@@ -642,13 +641,18 @@ class _Populator:
                                    nodes=len(scn["nodes"]), vms=len(scn["vms"]),
                                    created=dict(self.created), skipped=dict(self.skipped))
 
-    def crds(self) -> None:
-        if not CRD_DIR.is_dir():
+    def crds(self, installed: str) -> None:
+        """Serve the upstream CRDs of the installed release (``harvester_sim.crds``)."""
+        from .. import crds
+        from ..controllers._upgrade_util import release_for
+
+        rel = release_for(self.world, installed)
+        if rel is None:
             return
-        for f in sorted(CRD_DIR.glob("*.yaml")):
-            for doc in yaml.safe_load_all(f.read_text()):
-                if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                    self.create(doc)
+        self.world.extras["crd_release"] = rel
+        self.world.extras["crd_components"] = crds.component_files(rel)
+        for doc in crds.crds_for(rel):
+            self.create(doc)
 
     def nodes(self, rel: dict[str, Any]) -> None:
         for n in self.scn["nodes"]:
@@ -662,7 +666,9 @@ class _Populator:
         self.create(objects.rancher_cluster(k8s))
         for n in nodes:
             is_init = n["name"] == init
-            self.create(objects.capi_machine(n, is_init, k8s))
+            node = self.client.try_get("v1", "Node", n["name"]) or {}
+            info = (node.get("status") or {}).get("nodeInfo") or {}
+            self.create(objects.capi_machine(n, is_init, k8s, info))
             self.create(objects.custom_machine(n))
             self.create(objects.machine_plan_secret(n, is_init))
         if self.served("management.cattle.io/v3", "ManagedChart"):

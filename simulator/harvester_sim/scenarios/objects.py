@@ -291,7 +291,13 @@ def machine_labels(node: dict[str, Any], init: bool) -> dict[str, str]:
     return labels
 
 
-def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str) -> Obj:
+def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str,
+                 node_info: dict[str, Any]) -> Obj:
+    """A running CAPI Machine; ``status.nodeInfo`` is the Node's (CAPI copies it) and every
+    condition has ``lastTransitionTime`` (required by the CRD)."""
+    from ..clock import Clock
+
+    now = Clock.timestamp()
     m = node["machine"]
     return {
         "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
@@ -313,8 +319,8 @@ def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str) -> O
             "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": node["name"]},
             "addresses": [{"type": "InternalIP", "address": node["ip"]},
                           {"type": "Hostname", "address": node["name"]}],
-            "nodeInfo": {"kubeletVersion": kubernetes_version},
-            "conditions": [{"type": t, "status": "True"} for t in
+            "nodeInfo": dict(node_info),
+            "conditions": [{"type": t, "status": "True", "lastTransitionTime": now} for t in
                            ("Ready", "BootstrapReady", "InfrastructureReady", "NodeHealthy")],
         },
     }
