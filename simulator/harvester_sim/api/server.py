@@ -1049,6 +1049,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if merged["status"] is None:
                     merged.pop("status")
                 merged["metadata"] = dict(cur["metadata"])
+                # the object's resourceVersion stays the precondition (a stale status
+                # update is a 409, as with the main resource)
+                merged["metadata"]["resourceVersion"] = new_md["resourceVersion"]
                 new = merged
             managed.on_update(rt, cur, new, manager, status_sub)
             return new
