@@ -21,8 +21,9 @@ Outside the simulator the harness does only three things, each printed when it a
 (a) ``shim:metadata``: 127.0.0.1:80 forwards the manager's out-of-cluster metadata request
     ``http://localhost/harvester-release.yaml`` to the repo Service through the API server's
     service proxy (the manager cannot resolve ``<plan>-repo`` outside a cluster);
-(b) ``shim:label``: labels the managed nodes ``management.harvesterhci.io/<plan>=k8s`` when the
-    plan enters NodeUpgrading (nothing in upgrade-toolkit sets that label at the pinned commit);
+(b) ``shim:label``: labels the managed nodes ``management.harvesterhci.io/<plan>=k8s`` right after
+    creating the plan, i.e. before NodeUpgrading creates the k8s Plan that selects on it
+    (nothing in upgrade-toolkit sets that label at the pinned commit);
 (c) ``shim:retouch``: annotates a completed k8s node-upgrade Job whose node label did not flip
     to ``os`` (the manager's Job controller read a stale cached UpgradePlan; nothing else
     re-triggers it).
@@ -283,7 +284,6 @@ class PeerRun:
         self.plan: dict[str, Any] = {}
         self.phases: list[tuple[str, float]] = []      # (phase, wall s since plan create)
         self.t0 = 0.0
-        self.labelled = False
         self.retouches: dict[str, int] = {}             # job -> times touched
         self.shim_counts = {"metadata": 0, "label": 0, "retouch": 0}
         self.timers: list[threading.Timer] = []
@@ -313,6 +313,7 @@ class PeerRun:
         self.plan_name = created["metadata"]["name"]
         self.fwd.plan = self.plan_name
         log(f"created UpgradePlan {self.plan_name} (spec {json.dumps(spec)})")
+        self.label_nodes()
 
     def wait(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -341,9 +342,6 @@ class PeerRun:
             self.phases.append((phase, time.monotonic() - self.t0))
             log(f"UpgradePlan {self.plan_name} phase -> {phase or '(none)'}"
                 f"  {_conditions(st)}")
-        if phase == "NodeUpgrading" and not self.labelled:
-            self.labelled = True
-            self.label_nodes()
         return phase
 
     def label_nodes(self) -> None:
@@ -357,7 +355,8 @@ class PeerRun:
             self.shim_counts["label"] += 1
         log(f"shim:label {key}=k8s on {len(nodes)} managed node(s) "
             f"({', '.join(n['metadata']['name'] for n in nodes)}): nothing in upgrade-toolkit "
-            f"{PINNED_COMMIT[:12]} sets the initial label")
+            f"{PINNED_COMMIT[:12]} sets the initial label; set before NodeUpgrading creates "
+            "the k8s Plan, which would otherwise select no node and complete at once")
 
     def on_job(self, job: dict[str, Any]) -> None:
         labels = job["metadata"].get("labels") or {}
