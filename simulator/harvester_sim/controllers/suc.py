@@ -16,7 +16,9 @@ For each Plan (behaviour of SUC's plan status handler + generating handler + job
   ``upgrade.cattle.io/{controller,node,plan,version}``, ``plan.upgrade.cattle.io/<plan>``
   plus the Plan's own labels, pinned to the node, tolerating ``unschedulable`` plus the
   Plan's tolerations, container ``upgrade`` = ``spec.upgrade`` (image tagged with the
-  latest version when untagged, command/args/env/envFrom) + ``SYSTEM_UPGRADE_*`` env,
+  latest version when untagged, command/args/``envs``/envFrom) + ``SYSTEM_UPGRADE_*`` env
+  (:func:`job_env`; rancher/system-upgrade-controller pkg/apis/upgrade.cattle.io/v1/types.go
+  ``ContainerSpec``: the env list's JSON name is ``envs``),
   ``backoffLimit`` 2, ``activeDeadlineSeconds`` = ``spec.jobActiveDeadlineSecs`` or 900,
   TTL 900 s.
 * a Job Complete ⇒ node labelled ``plan.upgrade.cattle.io/<plan>=<hash>`` (and uncordoned if
@@ -35,7 +37,11 @@ from typing import Any
 
 from ..api.selectors import from_label_selector_dict
 from ..client import ApiError
-from ..programs import nginx_iso, toolkit  # noqa: F401 - registers the upgrade programs
+from ..programs import (  # noqa: F401 - registers the upgrade programs
+    host_scripts,
+    nginx_iso,
+    toolkit,
+)
 from ._upgrade_util import get_condition, install_crds, now_ts, set_condition
 
 log = logging.getLogger("harvester_sim.suc")
@@ -263,15 +269,7 @@ class SystemUpgradeController:
         labels.update({LABEL_CONTROLLER: CONTROLLER_NAME, LABEL_NODE: node, LABEL_PLAN: pname,
                        LABEL_VERSION: latest, plan_label(pname): hsh})
         up = dict(spec.get("upgrade") or {})
-        env = [e for e in up.get("envs") or up.get("env") or []]
-        env += [
-            {"name": "SYSTEM_UPGRADE_NODE_NAME", "value": node},
-            {"name": "SYSTEM_UPGRADE_POD_NAME",
-             "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "SYSTEM_UPGRADE_PLAN_NAME", "value": pname},
-            {"name": "SYSTEM_UPGRADE_PLAN_LATEST_HASH", "value": hsh},
-            {"name": "SYSTEM_UPGRADE_PLAN_LATEST_VERSION", "value": latest},
-        ]
+        env = job_env(up, pname, latest, hsh)
         container: dict[str, Any] = {
             "name": "upgrade",
             "image": _with_latest_tag(str(up.get("image") or ""), latest),
@@ -369,6 +367,25 @@ class SystemUpgradeController:
                                                   LABEL_PLAN: plan_name}):
             self.client.delete("batch/v1", "Job", j["metadata"]["name"], ns,
                                propagation="Background")
+
+
+def job_env(up: dict[str, Any], plan_name: str, latest: str, hsh: str) -> list[dict[str, Any]]:
+    """The upgrade container's env as SUC builds it (pkg/upgrade/container/container.go
+    ``New`` + ``WithPlanEnvironment``): the downward-API trio, then the Plan's
+    ``upgrade.envs`` (``ContainerSpec.Env`` is serialised as ``envs``; a field ``env`` is not
+    part of the type and never reaches the Job), then the plan name/hash/version."""
+    return [
+        {"name": "SYSTEM_UPGRADE_NODE_NAME",
+         "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "SYSTEM_UPGRADE_POD_NAME",
+         "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "SYSTEM_UPGRADE_POD_UID",
+         "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        *[dict(e) for e in up.get("envs") or []],
+        {"name": "SYSTEM_UPGRADE_PLAN_NAME", "value": plan_name},
+        {"name": "SYSTEM_UPGRADE_PLAN_LATEST_HASH", "value": hsh},
+        {"name": "SYSTEM_UPGRADE_PLAN_LATEST_VERSION", "value": latest},
+    ]
 
 
 def _job_finished(job: dict[str, Any]) -> str | None:
