@@ -54,6 +54,7 @@ from typing import Any
 from ..api.selectors import from_label_selector_dict
 from ..client import ApiError
 from ..programs import (  # noqa: F401 - registers the upgrade programs
+    host_scripts,
     kubectl,
     nginx_iso,
     rke2_upgrade,
@@ -458,7 +459,7 @@ def new_job(plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
                      "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "SYSTEM_UPGRADE_POD_UID",
                      "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
-            + list(cspec.get("envs") or cspec.get("env") or []) + plan_env,
+            + [dict(e) for e in cspec.get("envs") or []] + plan_env,
             "imagePullPolicy": DEFAULT_IMAGE_PULL_POLICY,
         }
         for k in ("command", "args", "envFrom"):
