@@ -37,7 +37,9 @@ vm-live-migrate-detector``, which its Dockerfile does not install; its
 reboot service looks for the pod in ``cattle-system``/container ``upgrade`` (SUC Plans),
 while V2 node Jobs run in ``harvester-system``/container ``apply``. The repo path
 ``/harvester-iso`` is the V2 repo's (reference §A.3); the snapshot's DaemonSet served the
-ISO at the root.
+ISO at the root, and so do the scripts of the snapshot's own image
+(``starbops/harvester-upgrade-toolkit``, what the real 5ac1bbe manager runs: lib.sh
+``UPGRADE_REPO_URL=http://$HARVESTER_UPGRADEPLAN_NAME-repo.$UPGRADE_NAMESPACE``).
 
 Steps per subcommand (all start with ``wait_repo`` + ``detect_repo``):
 
@@ -377,12 +379,19 @@ def http_get(ctx: ProgramContext, url: str) -> tuple[int, bytes] | None:
     return None
 
 
+SNAPSHOT_IMAGE_REPO = "starbops/harvester-upgrade-toolkit"
+
+
 class Repo:
     """lib.sh's view of the upgrade repo of plan ``name``."""
 
     def __init__(self, ctx: ProgramContext, name: str) -> None:
         self.ctx = ctx
-        self.url = f"http://{name}-repo.{UPGRADE_NS}/harvester-iso"
+        # The pinned snapshot's own image (pkg/upgradeplan: starbops/harvester-upgrade-toolkit)
+        # carries 5ac1bbe's lib.sh, UPGRADE_REPO_URL=http://<plan>-repo.<ns> (its DaemonSet
+        # serves the ISO at the root); the released V2 image serves /harvester-iso.
+        prefix = "" if image_repo(ctx.image) == SNAPSHOT_IMAGE_REPO else "/harvester-iso"
+        self.url = f"http://{name}-repo.{UPGRADE_NS}{prefix}"
         self.release: dict[str, Any] = {}
 
     def get(self, rel: str) -> bytes | None:
