@@ -21,9 +21,11 @@ Outside the simulator the harness does only three things, each printed when it a
 (a) ``shim:metadata``: 127.0.0.1:80 forwards the manager's out-of-cluster metadata request
     ``http://localhost/harvester-release.yaml`` to the repo Service through the API server's
     service proxy (the manager cannot resolve ``<plan>-repo`` outside a cluster);
-(b) ``shim:label``: labels the managed nodes ``management.harvesterhci.io/<plan>=k8s`` right after
-    creating the plan, i.e. before NodeUpgrading creates the k8s Plan that selects on it
-    (nothing in upgrade-toolkit sets that label at the pinned commit);
+(b) ``shim:label``: labels one managed node at a time (name order)
+    ``management.harvesterhci.io/<plan>=k8s``: the first right after creating the plan (before
+    NodeUpgrading creates the k8s Plan that selects on it), the next once the plan reports the
+    previous node ``OSUpgraded``; nothing in upgrade-toolkit sets that label at the pinned
+    commit, and its handler expects exactly this node-by-node order;
 (c) ``shim:retouch``: annotates a completed k8s node-upgrade Job whose node label did not flip
     to ``os`` (the manager's Job controller read a stale cached UpgradePlan; nothing else
     re-triggers it).
@@ -285,6 +287,8 @@ class PeerRun:
         self.phases: list[tuple[str, float]] = []      # (phase, wall s since plan create)
         self.t0 = 0.0
         self.retouches: dict[str, int] = {}             # job -> times touched
+        self.node_order: list[str] = []
+        self.labelled = 0
         self.shim_counts = {"metadata": 0, "label": 0, "retouch": 0}
         self.timers: list[threading.Timer] = []
 
@@ -342,21 +346,42 @@ class PeerRun:
             self.phases.append((phase, time.monotonic() - self.t0))
             log(f"UpgradePlan {self.plan_name} phase -> {phase or '(none)'}"
                 f"  {_conditions(st)}")
+        self.check_label_next()
         return phase
 
     def label_nodes(self) -> None:
-        """Shim (b)."""
-        key = f"{MGMT}/{self.plan_name}"
+        """Shim (b), first node: the managed nodes in name order, one at a time."""
         sel = urllib.parse.quote("harvesterhci.io/managed=true")
         nodes = self.kube.call("GET", f"/api/v1/nodes?labelSelector={sel}")["items"]
-        for n in nodes:
-            self.kube.merge_patch(f"/api/v1/nodes/{n['metadata']['name']}",
-                                  {"metadata": {"labels": {key: "k8s"}}})
-            self.shim_counts["label"] += 1
-        log(f"shim:label {key}=k8s on {len(nodes)} managed node(s) "
-            f"({', '.join(n['metadata']['name'] for n in nodes)}): nothing in upgrade-toolkit "
-            f"{PINNED_COMMIT[:12]} sets the initial label; set before NodeUpgrading creates "
-            "the k8s Plan, which would otherwise select no node and complete at once")
+        self.node_order = sorted(n["metadata"]["name"] for n in nodes)
+        self.label_next()
+
+    def label_next(self) -> None:
+        """Shim (b): label the next node ``<plan>=k8s``. The handler's own rationale
+        (pkg/upgradeplan/handler.go, handleNodeUpgrade) is that Jobs start only on labelled
+        nodes, so that each node runs its k8s then its OS upgrade before the next one starts;
+        nothing at the pinned commit sets that label."""
+        if self.labelled >= len(self.node_order):
+            return
+        node = self.node_order[self.labelled]
+        self.labelled += 1
+        key = f"{MGMT}/{self.plan_name}"
+        self.kube.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {key: "k8s"}}})
+        self.shim_counts["label"] += 1
+        log(f"shim:label {key}=k8s on {node} ({self.labelled}/{len(self.node_order)}): nothing "
+            f"in upgrade-toolkit {PINNED_COMMIT[:12]} sets it; one node at a time, the next "
+            "once this one's upgrade is done")
+
+    def check_label_next(self) -> None:
+        if not self.labelled or self.labelled >= len(self.node_order):
+            return
+        spec = self.plan.get("spec") or {}
+        done = "KubernetesUpgraded" if spec.get("skipOSUpgrade") else "OSUpgraded"
+        current = self.node_order[self.labelled - 1]
+        state = (((self.plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
+                 .get(current) or {}).get("state")
+        if state == done:
+            self.label_next()
 
     def on_job(self, job: dict[str, Any]) -> None:
         labels = job["metadata"].get("labels") or {}
