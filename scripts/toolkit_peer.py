@@ -24,8 +24,9 @@ Outside the simulator the harness does only three things, each printed when it a
 (b) ``shim:label``: labels one managed node at a time (name order)
     ``management.harvesterhci.io/<plan>=k8s``: the first right after creating the plan (before
     NodeUpgrading creates the k8s Plan that selects on it), the next once the plan reports the
-    previous node ``OSUpgraded``; nothing in upgrade-toolkit sets that label at the pinned
-    commit, and its handler expects exactly this node-by-node order;
+    previous node ``OSUpgraded`` and that node is back (Ready, schedulable, on the new OS:
+    the os Job completes before the reboot it schedules); nothing in upgrade-toolkit sets
+    that label at the pinned commit, and its handler expects this node-by-node order;
 (c) ``shim:retouch``: annotates a completed k8s node-upgrade Job whose node label did not flip
     to ``os`` (the manager's Job controller read a stale cached UpgradePlan; nothing else
     re-triggers it).
@@ -288,6 +289,7 @@ class PeerRun:
         self.t0 = 0.0
         self.retouches: dict[str, int] = {}             # job -> times touched
         self.node_order: list[str] = []
+        self.nodes: dict[str, dict[str, Any]] = {}
         self.labelled = 0
         self.shim_counts = {"metadata": 0, "label": 0, "retouch": 0}
         self.timers: list[threading.Timer] = []
@@ -303,7 +305,8 @@ class PeerRun:
         sel = urllib.parse.quote(f"{LABEL_COMPONENT}=node-upgrade")
         for kind, path in (("plan", PLAN_PATH),
                            ("job", f"/apis/batch/v1/namespaces/cattle-system/jobs"
-                                   f"?labelSelector={sel}")):
+                                   f"?labelSelector={sel}"),
+                           ("node", "/api/v1/nodes")):
             threading.Thread(target=self._pump, args=(kind, path), daemon=True).start()
 
     def create_plan(self, version: str, upgrade_tag: str) -> None:
@@ -334,6 +337,9 @@ class PeerRun:
                     return phase
             elif kind == "job" and etype != "DELETED":
                 self.on_job(obj)
+            elif kind == "node":
+                self.nodes[obj["metadata"]["name"]] = obj
+                self.check_label_next()
             elif kind == "retouch":
                 self.check_retouch(obj)
         return "Timeout"
@@ -380,8 +386,21 @@ class PeerRun:
         current = self.node_order[self.labelled - 1]
         state = (((self.plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
                  .get(current) or {}).get("state")
-        if state == done:
-            self.label_next()
+        if state != done:
+            return
+        # ... and the node is back: Ready, schedulable, on the new OS (the os Job completes
+        # before the reboot it schedules)
+        node = self.nodes.get(current) or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (node.get("status") or {}).get("conditions") or [])
+        want_os = str(((self.plan.get("status") or {}).get("releaseMetadata") or {})
+                      .get("os") or "")
+        os_now = ((node.get("status") or {}).get("nodeInfo") or {}).get("osImage")
+        if not ready or (node.get("spec") or {}).get("unschedulable"):
+            return
+        if want_os and not spec.get("skipOSUpgrade") and os_now != want_os:
+            return
+        self.label_next()
 
     def on_job(self, job: dict[str, Any]) -> None:
         labels = job["metadata"].get("labels") or {}
@@ -481,7 +500,10 @@ def report_figures(report: dict[str, Any], agents: Callable[[str], bool]) -> dic
     inv = report.get("invariants") or {}
     viol = report.get("invariant_violations") or []
     expected = int(inv.get("vms_expected_running") or 0)
-    not_running = sum(1 for v in viol if v.get("kind") == "vm_not_running_at_end")
+    # not running at the end: the monitor's violations, plus VMs stopped explicitly and
+    # never started again (the monitor does not count those as violations)
+    not_running = sum(1 for v in viol if v.get("kind") == "vm_not_running_at_end") + sum(
+        1 for st in (inv.get("explicit_stops") or {}).values() if "restarted_at" not in st)
     by_agent = (report.get("api_requests") or {}).get("by_user_agent") or {}
     stopped = {str(ev.get("vm")) for ev in report.get("timeline") or []
                if ev.get("event") == "vm_stopped"}
