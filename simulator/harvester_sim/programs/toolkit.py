@@ -733,19 +733,24 @@ def _upgrade_os(ctx: ProgramContext, os_image: str) -> Prog:
 
 def _reboot_after_exit(ctx: ProgramContext, pod_name: str, os_image: str) -> None:
     """The transient ``upgrade-reboot.service`` (v1.6.0): every 10 s, ``crictl`` looks for
-    pod ``$HARVESTER_UPGRADE_POD_NAME`` in ``harvester-system`` and its container ``apply``;
+    pod ``$HARVESTER_UPGRADE_POD_NAME`` in ``harvester-system`` and its container ``apply``
+    (the 5ac1bbe snapshot image: ``cattle-system`` and ``upgrade``, its SUC Job);
     once that exited 0 the host reboots (into the installed OS). Forever otherwise."""
     world = ctx.world
     node = ctx.node
     client = world.client_for("upgrade-reboot")
+    # the snapshot's own image (5ac1bbe reboot_if_job_succeed) runs under SUC: it looks for
+    # the pod in cattle-system and its container `upgrade`
+    snapshot = image_repo(ctx.image) == SNAPSHOT_IMAGE_REPO
+    pod_ns, container = ("cattle-system", "upgrade") if snapshot else (UPGRADE_NS, "apply")
 
     def exited_ok() -> bool | None:
-        pod = client.try_get("v1", "Pod", pod_name, UPGRADE_NS)
+        pod = client.try_get("v1", "Pod", pod_name, pod_ns)
         if pod is None:
             return None
         st = pod.get("status") or {}
         for cs in st.get("containerStatuses") or []:
-            if cs.get("name") == "apply":
+            if cs.get("name") == container:
                 term = (cs.get("state") or {}).get("terminated")
                 if term is not None:
                     return int(term.get("exitCode", 1)) == 0
