@@ -289,19 +289,6 @@ def test_last_healthy_replica_lost(env: Env) -> None:
     assert env.kinds == ["volume_without_healthy_replica"] * 2
 
 
-def test_replicas_of_a_deleted_volume_are_no_loss(env: Env) -> None:
-    """Deleting a volume (the garbage collector then deletes its replicas, a failed one
-    possibly last) loses nothing: upgrade-toolkit's cleanup deletes its repo PVC."""
-    env.volume("vol1", "healthy")
-    env.replica("r1", "vol1", True)
-    env.replica("r2", "vol1", False)
-    env.start()
-    env.c.delete(LH, "Volume", "vol1", "longhorn-system")
-    env.c.delete(LH, "Replica", "r1", "longhorn-system")
-    env.c.delete(LH, "Replica", "r2", "longhorn-system")
-    assert env.kinds == []
-
-
 # ---------------------------------------------------------------------------------- PDB
 def test_pod_deleted_against_its_pdb(env: Env) -> None:
     env.node("n1")
