@@ -607,7 +607,7 @@ def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, An
         if (out / "report.json").exists() else {}
     fig = report_figures(report, lambda a: a == TOOLKIT_AGENT)
     fig["phase"] = phase
-    fig["wall"] = plan_wall_s(plan) if plan else None
+    fig["wall"] = plan_wall_s(plan) if plan and phase in TERMINAL else None
     print()
     print(f"=== upgrade-toolkit {PINNED_COMMIT[:12]} on {args.scenario} (speed {args.speed}) ===")
     if plan:
@@ -675,7 +675,7 @@ def run_collection(args: argparse.Namespace, out: Path) -> dict[str, Any] | None
     known_internal = {TOOLKIT_AGENT, "kubectl", USER_AGENT.split("/", 1)[0]}
     fig = report_figures(report, lambda a: a not in known_internal)
     fig["phase"] = (plan.get("status") or {}).get("currentPhase") or f"rc {rc}"
-    fig["wall"] = plan_wall_s(plan) if plan else None
+    fig["wall"] = plan_wall_s(plan) if plan and fig["phase"] in TERMINAL else None
     print_report("collection run", fig, report)
     return fig
 
