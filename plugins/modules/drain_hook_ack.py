@@ -16,8 +16,11 @@ description:
   - I(step=await) waits by watch, with a deadline, for Rancher's annotation and records
     C(PreDraining)/C(PostDraining) in the UpgradePlan's C(nodeUpgradeStatuses). While waiting for
     C(pre-drain) it fails, naming both nodes, if Rancher starts draining a node outside the batch.
-  - I(step=answer) copies the value into the hook annotation (recording C(PreDrained) first
-    for the pre-drain hook).
+  - I(step=answer) copies the value into the hook annotation. For the pre-drain hook it first
+    runs Job C(<plan>-node-upgrade-pre-drain-<node>) (C(upgrade_node.sh pre-drain): undoes the
+    rancher-system-agent drop-in the cluster upgrade left, so RKE2 can restart into the new
+    version, removes RKE2's canal config, disables the RKE2 snapshot charts), waits for it and
+    records C(PreDrained).
   - I(step=released) waits until Rancher is done with the node (its drain annotations are gone,
     the node is uncordoned and its kubelet runs the release's Kubernetes version).
   - On a deadline the node is marked C(PreDrainFailed)/C(PostDrainFailed) and the plan Failed,
@@ -48,7 +51,8 @@ options:
     type: list
     elements: str
   timeout:
-    description: Seconds to wait (I(step=await) and I(step=released)).
+    description: Seconds to wait (I(step=await), I(step=released), and the pre-drain Job of
+      I(step=answer)).
     type: int
     default: 3600
 extends_documentation_fragment:
@@ -119,7 +123,8 @@ def main() -> None:
             return node_steps.await_hook(kube, writer, p["node"], p["hook"], p["timeout"],
                                          p["batch"])
         if p["step"] == "answer":
-            return node_steps.answer_hook(kube, writer, p["node"], p["hook"])
+            return node_steps.answer_hook(kube, writer, p["node"], p["hook"],
+                                          job_timeout=p["timeout"])
         res = node_steps.await_release(kube, writer, p["node"], p["timeout"])
         res.setdefault("value", "")
         res.setdefault("passed", False)

@@ -133,6 +133,7 @@ class Monitor:
         self.volume_robustness: dict[str, str] = {}
         self.replicas: dict[str, dict[str, bool]] = {}     # volume -> replica -> healthy
         self._volume_bad: set[str] = set()
+        self._volumes_deleted: set[str] = set()
         self.started = False
 
     # ------------------------------------------------------------------------- plumbing
@@ -422,6 +423,9 @@ class Monitor:
     # Longhorn ------------------------------------------------------------------------
     def _on_volume(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         name = _md(obj).get("name") or ""
+        if etype == "DELETED" or _md(obj).get("deletionTimestamp"):
+            # a deleted volume's replicas go with it: that is no data loss
+            self._volumes_deleted.add(name)
         if etype == "DELETED":
             self.volume_robustness.pop(name, None)
             self._volume_bad.discard(name)
@@ -446,6 +450,9 @@ class Monitor:
         name = _md(obj).get("name") or ""
         reps = self.replicas.setdefault(vol, {})
         before = self._replicas_healthy(vol)
+        if etype == "DELETED" and vol in self._volumes_deleted:
+            reps.pop(name, None)
+            return
         if etype == "DELETED":
             reps.pop(name, None)
         else:

@@ -4,9 +4,11 @@ It is not the collection. It proves the cluster side of docs/protocol.md end to 
 download (VirtualMachineImage), repo (Deployment + Service, files read through the repo
 pod's HTTP handler as the service proxy would), metadata, SUC preload plan, the
 cluster-upgrade Job, then the node loop: answer Rancher's pre-drain (after shutting down
-the VMs that cannot live-migrate, else the drain never ends) and, after a post-drain Job
-rebooted the node into the new OS, the post-drain. With ``ack_hooks=False`` it answers
-nothing, and Rancher must stop at the first node's pre-drain.
+the VMs that cannot live-migrate, else the drain never ends: the pre-drain Job does that and
+removes the rancher-system-agent drop-in the cluster upgrade left) and, after a
+post-drain Job rebooted the node into the new OS, the post-drain. With ``ack_hooks=False`` it
+answers nothing, and Rancher must stop at the first node's pre-drain; with
+``skip_pre_drain_job=True`` it answers the pre-drain without the Job.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class Timeout(AssertionError):
 
 class MinimalUpgrader:
     def __init__(self, world: Any, plan: str, version: str, ack_hooks: bool = True,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = 120.0, skip_pre_drain_job: bool = False) -> None:
         self.world = world
+        self.skip_pre_drain_job = skip_pre_drain_job
         self.c = world.client_for("minimal-upgrader")
         self.plan = plan
         self.version = version
@@ -92,6 +95,7 @@ class MinimalUpgrader:
         self.populate_metadata()
         self.preload()
         self.cluster_upgrade()
+        self.start_node_upgrade()
         self.node_upgrade()
 
     def ensure_crd(self) -> None:
@@ -208,6 +212,8 @@ class MinimalUpgrader:
         if node:
             spec["nodeName"] = node
             env.append({"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node})
+            env.append({"name": "HARVESTER_UPGRADE_POD_NAME",
+                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
         self.c.create({"apiVersion": "batch/v1", "kind": "Job",
                        "metadata": {"name": name, "namespace": NS,
                                     "labels": self.labels(component)},
@@ -220,12 +226,21 @@ class MinimalUpgrader:
             raise AssertionError(f"job {name} failed")
         return self.cond(j, "Complete").get("status") == "True"
 
-    def cluster_upgrade(self) -> None:
+    def start_node_upgrade(self) -> None:
+        """What the upgrader does when NodeUpgrade begins (seed 000 ``upgradeKubernetes``):
+        kubernetesVersion, provisionGeneration and upgradeStrategy in one write."""
+        cl = self.c.get("provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")
+        gen = int(((cl.get("spec") or {}).get("rkeConfig") or {}).get("provisionGeneration")
+                  or 0) + 1
         self.c.patch("provisioning.cattle.io/v1", "Cluster", "local",
-                     {"spec": {"rkeConfig": {"upgradeStrategy": {
-                         "controlPlaneConcurrency": "1", "workerConcurrency": "1",
-                         "controlPlaneDrainOptions": HOOKS, "workerDrainOptions": HOOKS}}}},
+                     {"spec": {"kubernetesVersion": self.meta["kubernetes"],
+                               "rkeConfig": {"provisionGeneration": gen, "upgradeStrategy": {
+                                   "controlPlaneConcurrency": "1", "workerConcurrency": "1",
+                                   "controlPlaneDrainOptions": HOOKS,
+                                   "workerDrainOptions": HOOKS}}}},
                      "fleet-local")
+
+    def cluster_upgrade(self) -> None:
         name = f"{self.plan}-cluster-upgrade"
         self.job(name, ["upgrade_manifests.sh"], component="cluster-upgrade")
         self.wait(lambda: self.job_done(name), "cluster upgrade job")
@@ -303,9 +318,15 @@ class MinimalUpgrader:
         ann = s["metadata"].get("annotations") or {}
         pre, post = ann.get("rke.cattle.io/pre-drain"), ann.get("rke.cattle.io/post-drain")
         if pre and ann.get(PRE_HOOK) != pre and not post:
-            self.stop_unmigratable_vms(node)
-            self.annotate(s, PRE_HOOK, pre)
-            self.log(f"pre-hook acked on {node}")
+            job = f"{self.plan}-node-upgrade-pre-drain-{node}"
+            if self.skip_pre_drain_job:
+                self.stop_unmigratable_vms(node)
+            else:
+                # the job's detector stops the VMs that cannot live-migrate
+                self.job(job, ["upgrade_node.sh", "pre-drain"], node=node)
+            if self.skip_pre_drain_job or self.job_done(job):
+                self.annotate(s, PRE_HOOK, pre)
+                self.log(f"pre-hook acked on {node}")
         if post and ann.get(POST_HOOK) != post:
             job = f"{self.plan}-node-upgrade-post-drain-{node}"
             self.job(job, ["upgrade_node.sh", "post-drain"], node=node)

@@ -445,3 +445,22 @@ def test_kubectl_drain_with_pdb(kubectl_pb: Any, ns: str, sim: Any) -> None:
         assert c.try_get("v1", "Pod", "p2", ns) is None
     finally:
         kubectl_pb("uncordon", "node-2")
+
+
+def test_server_accepts_protobuf_delete_options(raw: Any, pbns: str, sim: Any) -> None:
+    """client-go sends DeleteOptions as protobuf (upgrade-toolkit's cleanup of its
+    DaemonSet/Service/PVC/Job): ``k8s\\0`` envelope, kind DeleteOptions, the propagation
+    policy honoured."""
+    c = sim.world.client
+    c.create({"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "pbdel", "namespace": pbns}})
+    opts = _len(4, b"Background")
+    r = raw("DELETE", f"/api/v1/namespaces/{pbns}/configmaps/pbdel",
+            _envelope("meta.k8s.io/v1", "DeleteOptions", opts), ctype=PB)
+    assert r.status == 200, r.body
+    assert c.try_get("v1", "ConfigMap", "pbdel", pbns) is None
+    c.create({"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "pbdel", "namespace": pbns}})
+    r = raw("DELETE", f"/api/v1/namespaces/{pbns}/configmaps/pbdel",
+            _envelope("v1", "ConfigMap", b""), ctype=PB)
+    assert r.status == 400 and c.try_get("v1", "ConfigMap", "pbdel", pbns) is not None

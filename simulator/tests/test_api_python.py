@@ -301,3 +301,21 @@ def test_concurrent_watchers_all_see_the_event(api: Any, ns: str, sim: Any) -> N
     for t in threads:
         t.join(10)
     assert got == ["ADDED"] * 20
+
+
+def test_stale_status_update_is_a_conflict(api: Any, ns: str) -> None:
+    """PUT .../status carries the object's resourceVersion as a precondition, like the main
+    resource: controller-runtime's status writers (upgrade-toolkit) rely on the 409."""
+    v1 = client.CoreV1Api(api)
+    pod = v1.create_namespaced_pod(ns, {"metadata": {"name": "st"}, "spec": {
+        "nodeName": "nowhere", "containers": [{"name": "c", "image": "busybox"}]}})
+    stale = pod.metadata.resource_version
+    pod.status.message = "first"
+    fresh = v1.replace_namespaced_pod_status("st", ns, pod)
+    assert fresh.status.message == "first" and fresh.metadata.resource_version != stale
+    pod.metadata.resource_version = stale
+    pod.status.message = "stale"
+    with pytest.raises(ApiException) as exc:
+        v1.replace_namespaced_pod_status("st", ns, pod)
+    assert exc.value.status == 409
+    assert v1.read_namespaced_pod("st", ns).status.message == "first"

@@ -81,11 +81,37 @@ def make_plan(w: World, name: str = "p", version: str = "v1.6.0") -> dict[str, A
                             "status": {"releaseMetadata": rel.release_metadata()}})
 
 
+def start_repo(w: World, plan: str = "p", version: str = "v1.6.0") -> None:
+    """The plan's upgrade repo: Service ``<plan>-repo`` and a Ready nginx pod serving the
+    ISO (what the toolkit scripts' ``wait_repo``/``detect_repo`` fetch)."""
+    ns = "harvester-system"
+    w.extras.setdefault("image_blobs", {})[(ns, f"{plan}-iso")] = _iso_bytes(version)
+    sel = {"app": f"{plan}-repo"}
+    w.client.create({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": f"{plan}-repo", "namespace": ns},
+                     "spec": {"selector": sel, "ports": [{"port": 80, "targetPort": 80}]}})
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"{plan}-repo-0", "namespace": ns, "labels": sel},
+                     "spec": {"nodeName": "node-1",
+                              "containers": [{"name": "nginx-iso-server",
+                                              "image": "rancher/mirrored-library-nginx:1.24.0",
+                                              "ports": [{"containerPort": 80}]}],
+                              "volumes": [{"name": "iso", "persistentVolumeClaim": {
+                                  "claimName": f"{plan}-iso"}}]}})
+    wait_for(lambda: w.proxies.pod_handler(ns, f"{plan}-repo-0", 80), what="repo serving")
+
+
 def events(w: World, kind: str) -> list[dict[str, Any]]:
     return [e for e in w.timeline.snapshot() if e["event"] == kind]
 
 
 # ------------------------------------------------------------------------------- SUC
+CLEANUP_SCRIPT = (
+    'HOST_DIR="${HOST_DIR:-/host}"\n'
+    'CRICTL="$HOST_DIR/$(readlink $HOST_DIR/var/lib/rancher/rke2/bin)/crictl"\n'
+    'for image in $IMAGES; do "$CRICTL" rmi "$image" || echo "cannot remove $image"; done\n')
+
+
 def cleanup_plan(name: str, concurrency: int) -> dict[str, Any]:
     return {"apiVersion": "upgrade.cattle.io/v1", "kind": "Plan",
             "metadata": {"name": name, "namespace": "cattle-system",
@@ -95,10 +121,8 @@ def cleanup_plan(name: str, concurrency: int) -> dict[str, Any]:
                      "serviceAccountName": "system-upgrade-controller",
                      "tolerations": [{"operator": "Exists"}],
                      "upgrade": {"image": "rancher/harvester-upgrade-toolkit",
-                                 "command": ["upgrade_node.sh"], "args": ["cleanup"],
-                                 "envs": [{"name": "IMAGES", "value": ""},
-                                          {"name": "HARVESTER_UPGRADEPLAN_NAME",
-                                           "value": "p"}]}}}
+                                 "command": ["sh", "-c", CLEANUP_SCRIPT],
+                                 "envs": [{"name": "IMAGES", "value": ""}]}}}
 
 
 def plan_condition(w: World, name: str) -> dict[str, Any]:
@@ -123,10 +147,11 @@ def test_suc_plan_creates_one_job_per_node_with_concurrency(world: World) -> Non
         assert md["labels"]["upgrade.cattle.io/plan"] == "p-image-cleanup"
         assert md["labels"]["management.harvesterhci.io/upgrade-plan"] == "p"
         pod = job["spec"]["template"]["spec"]
-        assert pod["nodeName"] == node
+        assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [node]
         ctr = pod["containers"][0]
         assert ctr["image"] == "rancher/harvester-upgrade-toolkit:v1.6.0"
-        assert ctr["args"] == ["cleanup"]
+        assert ctr["command"] == ["sh", "-c", CLEANUP_SCRIPT]
         env = {e["name"] for e in ctr["env"]}
         assert {"IMAGES", "SYSTEM_UPGRADE_NODE_NAME", "SYSTEM_UPGRADE_PLAN_NAME"} <= env
         hsh = md["labels"]["plan.upgrade.cattle.io/p-image-cleanup"]
@@ -351,10 +376,19 @@ def test_planner_stuck_fault_stops_progress() -> None:
 
 
 # ---------------------------------------------------------------------------- reboot
+def node_env(plan: str, node: str) -> list[dict[str, Any]]:
+    """What the toolkit's node Jobs pass (reference §C.5)."""
+    return [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": plan},
+            {"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node},
+            {"name": "HARVESTER_UPGRADE_POD_NAME",
+             "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+
+
 def test_post_drain_job_reboots_node_into_new_os(world: World) -> None:
     w = world
     c = w.client
     plan = make_plan(w)
+    start_repo(w)
     meta = plan["status"]["releaseMetadata"]
     node = "node-2"
     c.create({"apiVersion": "v1", "kind": "Pod",
@@ -362,8 +396,7 @@ def test_post_drain_job_reboots_node_into_new_os(world: World) -> None:
               "spec": {"nodeName": node, "restartPolicy": "Never",
                        "containers": [{"name": "apply", "image": TOOLKIT,
                                        "command": ["upgrade_node.sh"], "args": ["post-drain"],
-                                       "env": [{"name": "HARVESTER_UPGRADEPLAN_NAME",
-                                                "value": "p"}]}]}})
+                                       "env": node_env("p", node)}]}})
     time.sleep(30 / SPEED)
     # still waiting for RKE2 (the kubelet version)
     assert c.get("v1", "Node", node)["status"]["nodeInfo"]["osImage"] != meta["os"]
@@ -385,6 +418,7 @@ def test_prepare_preloads_release_images(world: World) -> None:
     w = world
     c = w.client
     make_plan(w)
+    start_repo(w)
     before = len(c.get("v1", "Node", "node-1")["status"].get("images") or [])
     c.create({"apiVersion": "v1", "kind": "Pod",
               "metadata": {"name": "prep", "namespace": "cattle-system"},
@@ -458,3 +492,183 @@ def test_minimal_upgrader_without_acks_stops_at_first_pre_drain() -> None:
         assert "rke.cattle.io/pre-drain" in secret_ann(w, first)
     finally:
         w.stop()
+
+
+def test_minimal_upgrader_without_pre_drain_job_stalls_on_rke2() -> None:
+    """The drop-in upgrade_manifests.sh leaves keeps RKE2 from restarting until the pre-drain
+    job removes it: answer the pre-drain hook without that job and the first node never
+    gets the new RKE2 (Rancher waits for its plan, the upgrade stalls)."""
+    mu = importlib.import_module("minimal_upgrader")
+    w = _e2e_world()
+    try:
+        result = mu.MinimalUpgrader(w, "e2e", "v1.6.0", ack_hooks=True, timeout=90.0,
+                                    skip_pre_drain_job=True).run()
+        assert not result.planner_done
+        first = machine_order(w)[0]
+        skipped = events(w, "rke2_restart_skipped")
+        assert [e["node"] for e in skipped] == [first]
+        assert not events(w, "rke2_applied")
+        from harvester_sim.releases import catalog
+
+        info = w.client.get("v1", "Node", first)["status"]["nodeInfo"]
+        assert info["kubeletVersion"] != catalog.get_release("v1.6.0").kubernetes
+        files = w.controllers["kubelet"].host_files(first)
+        assert "/run/systemd/system/rancher-system-agent.service.d/override.conf" in files
+    finally:
+        w.stop()
+
+
+# ----------------------------------------------------------- upgrade_node.sh interface
+def run_pod(w: World, name: str, argv: list[str], env: list[dict[str, Any]],
+            node: str = "node-1", image: str = TOOLKIT, ns: str = "harvester-system"
+            ) -> dict[str, Any]:
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": ns},
+                     "spec": {"nodeName": node, "restartPolicy": "Never",
+                              "containers": [{"name": "apply", "image": image,
+                                              "command": argv[:1], "args": argv[1:],
+                                              "env": env}]}})
+    return wait_for(lambda: (lambda p: p if (p.get("status") or {}).get("phase") in (
+        "Succeeded", "Failed") else None)(w.client.get("v1", "Pod", name, ns)),
+        timeout=30, what=f"pod {name} finished")
+
+
+def exit_code(pod: dict[str, Any]) -> int:
+    return int(pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"])
+
+
+def pod_log(w: World, name: str, ns: str = "harvester-system") -> str:
+    return str(w.controllers["kubelet"].pod_logs(ns, name, "apply"))
+
+
+@pytest.mark.parametrize("sub", ["cleanup", "", "upgrade", "PREPARE"])
+def test_upgrade_node_unknown_subcommand_prints_usage_and_fails(world: World, sub: str) -> None:
+    make_plan(world)
+    pod = run_pod(world, "bad", ["upgrade_node.sh"] + ([sub] if sub else []),
+                  node_env("p", "node-1"))
+    assert pod["status"]["phase"] == "Failed" and exit_code(pod) == 1
+    assert ("Usage: /usr/local/bin/upgrade_node.sh "
+            "{prepare|pre-drain|post-drain|single-node-upgrade}") in pod_log(world, "bad")
+
+
+def test_upgrade_node_without_plan_name_dies_in_lib_sh(world: World) -> None:
+    pod = run_pod(world, "noenv", ["upgrade_node.sh", "prepare"], [])
+    assert exit_code(pod) == 1
+    assert "lib.sh: line 2: HARVESTER_UPGRADEPLAN_NAME: unbound variable" in \
+        pod_log(world, "noenv")
+
+
+def test_upgrade_node_with_empty_plan_name_waits_for_repo_forever(world: World) -> None:
+    make_plan(world)
+    start_repo(world)
+    world.client.create({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "empty", "namespace": "harvester-system"},
+                         "spec": {"nodeName": "node-1", "restartPolicy": "Never",
+                                  "containers": [{"name": "apply", "image": TOOLKIT,
+                                                  "command": ["upgrade_node.sh"],
+                                                  "args": ["post-drain"],
+                                                  "env": [{"name": "HARVESTER_UPGRADEPLAN_NAME",
+                                                           "value": ""}]}]}})
+    wait_for(lambda: "Wait for upgrade repo ready..." in pod_log(world, "empty"),
+             what="wait_repo loop")
+    time.sleep(60 / SPEED)
+    pod = world.client.get("v1", "Pod", "empty", "harvester-system")
+    assert pod["status"]["phase"] == "Running"
+
+
+def test_post_drain_without_node_name_fails_unbound(world: World) -> None:
+    make_plan(world)
+    start_repo(world)
+    pod = run_pod(world, "nonode", ["upgrade_node.sh", "post-drain"],
+                  [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": "p"}])
+    assert exit_code(pod) == 1
+    assert "HARVESTER_UPGRADE_NODE_NAME: unbound variable" in pod_log(world, "nonode")
+
+
+def test_unknown_program_in_toolkit_image_is_not_accepted(world: World) -> None:
+    pod = run_pod(world, "what", ["sh", "-c", "echo hello; sleep 5"], [])
+    assert exit_code(pod) == 127
+    assert "not modelled" in pod_log(world, "what")
+
+
+def test_pre_drain_undoes_the_agent_dropin_and_edits_rke2_config(world: World) -> None:
+    w = world
+    make_plan(w)
+    start_repo(w)
+    kubelet = w.controllers["kubelet"]
+    files = kubelet.host_files("node-1")
+    dropin = "/run/systemd/system/rancher-system-agent.service.d"
+    files[f"{dropin}/override.conf"] = \
+        f"[Service]\nEnvironmentFile=-{dropin}/10-harvester-upgrade.env\n"
+    files[f"{dropin}/10-harvester-upgrade.env"] = "INSTALL_RKE2_SKIP_ENABLE=true\n"
+    kubelet.restart_agent("node-1")
+    assert "/var/lib/rancher/rke2/server/manifests/rke2-canal-config.yaml" in files
+    pod = run_pod(w, "pre", ["upgrade_node.sh", "pre-drain"], node_env("p", "node-1"))
+    assert exit_code(pod) == 0, pod_log(w, "pre")
+    assert not [p for p in files if p.startswith(dropin)]
+    assert kubelet.nodes["node-1"].agent_env == {}
+    assert "/var/lib/rancher/rke2/server/manifests/rke2-canal-config.yaml" not in files
+    assert "rke2-snapshot-controller" in \
+        files["/etc/rancher/rke2/config.yaml.d/40-disable-charts.yaml"]
+    taints = w.client.get("v1", "Node", "node-1")["spec"].get("taints") or []
+    assert any(t["key"] == "kubevirt.io/drain" for t in taints)
+    cm = w.client.get("v1", "ConfigMap", "p-restore-vm", "harvester-system")
+    assert "node-1" in cm["data"]
+
+
+def test_upgrade_manifests_leaves_kubernetes_version_and_writes_dropin() -> None:
+    w = _e2e_world()
+    try:
+        c = w.client
+        make_plan(w, "cu")
+        start_repo(w, "cu")
+        before = c.get("provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")["spec"]
+        run_pod(w, "cu-cluster-upgrade", ["upgrade_manifests.sh"],
+                [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": "cu"}])
+        pod = c.get("v1", "Pod", "cu-cluster-upgrade", "harvester-system")
+        assert exit_code(pod) == 0, pod_log(w, "cu-cluster-upgrade")
+        after = c.get("provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")["spec"]
+        assert after.get("kubernetesVersion") == before.get("kubernetesVersion")
+        assert (after.get("rkeConfig") or {}).get("provisionGeneration") == \
+            (before.get("rkeConfig") or {}).get("provisionGeneration")
+        # the skip-restart Plan ran on every node and is gone
+        assert c.try_get("upgrade.cattle.io/v1", "Plan",
+                         "cu-skip-restart-rancher-system-agent", "cattle-system") is None
+        kubelet = w.controllers["kubelet"]
+        for n in c.list("v1", "Node"):
+            name = n["metadata"]["name"]
+            assert kubelet.nodes[name].agent_env.get("INSTALL_RKE2_SKIP_ENABLE") == "true"
+        mgmt = c.get("management.cattle.io/v3", "Cluster", "local")
+        assert mgmt["metadata"]["annotations"][
+            "rancher.io/imported-cluster-version-management"] == "false"
+        assert c.get("harvesterhci.io/v1beta1", "Setting", "server-version")["value"] == "v1.6.0"
+    finally:
+        w.stop()
+
+
+# ---------------------------------------------------------------------- image cleanup
+def test_cleanup_script_runs_crictl_rmi_per_image_even_in_use(world: World) -> None:
+    """crictl rmi on containerd removes what it is told, also an image a running container
+    uses; a missing image is an error, tolerated by the script's ``||``."""
+    w = world
+    kubelet = w.controllers["kubelet"]
+    kubelet.add_images("node-1", [("docker.io/rancher/old:v1", 1000),
+                                  ("docker.io/rancher/inuse:v1", 1000)])
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "user", "namespace": "default"},
+                     "spec": {"nodeName": "node-1", "containers": [
+                         {"name": "c", "image": "rancher/inuse:v1"}]}})
+    pod = run_pod(w, "clean", ["sh", "-c", CLEANUP_SCRIPT],
+                  [{"name": "IMAGES", "value": "rancher/old:v1 rancher/inuse:v1 rancher/gone:v9"}])
+    assert exit_code(pod) == 0
+    assert not kubelet.has_image("node-1", "rancher/old:v1")
+    assert not kubelet.has_image("node-1", "rancher/inuse:v1")
+    assert "no such image rancher/gone:v9" in pod_log(w, "clean")
+
+
+def test_cleanup_script_without_tolerance_fails_on_missing_image(world: World) -> None:
+    strict = ('set -e\nCRICTL="$HOST_DIR/$(readlink $HOST_DIR/var/lib/rancher/rke2/bin)/crictl"'
+              '\n"$CRICTL" rmi $IMAGES\n')
+    pod = run_pod(world, "strict", ["sh", "-c", strict],
+                  [{"name": "IMAGES", "value": "rancher/never-there:v1"}])
+    assert exit_code(pod) == 1

@@ -78,7 +78,8 @@ def _release(sim: Any, version: str) -> dict[str, str]:
 
 def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool = True,
                         pause: list[str] | None = None, single: bool = False) -> dict[str, str]:
-    """Leave the cluster as ClusterUpgrade does, with an UpgradePlan in ClusterUpgraded."""
+    """Leave the cluster as ClusterUpgrade does, with an UpgradePlan in ClusterUpgraded: the
+    Rancher cluster untouched, the rancher-system-agent drop-in on every node."""
     c = sim.world.client
     if c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
                  "upgradeplans.management.harvesterhci.io") is None:
@@ -111,17 +112,16 @@ def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool =
         status["singleNode"] = nodes[0]
     c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan", "metadata": {"name": PLAN},
               "spec": spec, "status": status})
-    if not single:
-        def fn(cur: dict[str, Any]) -> dict[str, Any]:
-            rke = cur["spec"].setdefault("rkeConfig", {})
-            drain = {"enabled": True, "force": True, "ignoreDaemonSets": True,
-                     "deleteEmptyDirData": True, **HOOKS}
-            rke["upgradeStrategy"] = {
-                "controlPlaneConcurrency": "1", "workerConcurrency": "1",
-                "controlPlaneDrainOptions": dict(drain), "workerDrainOptions": dict(drain)}
-            cur["spec"]["kubernetesVersion"] = rel["kubernetes"]
-            return cur
-        c.modify("provisioning.cattle.io/v1", "Cluster", "local", fn, namespace="fleet-local")
+    # what upgrade_manifests.sh's skip-restart Plan leaves on every node: the drop-in that
+    # keeps RKE2 from restarting until the node's pre-drain (or single-node) Job removes it
+    kubelet = sim.world.controllers["kubelet"]
+    dropin = "/run/systemd/system/rancher-system-agent.service.d"
+    for n in nodes:
+        files = kubelet.host_files(n)
+        files[f"{dropin}/override.conf"] = \
+            f"[Service]\nEnvironmentFile=-{dropin}/10-harvester-upgrade.env\n"
+        files[f"{dropin}/10-harvester-upgrade.env"] = "INSTALL_RKE2_SKIP_ENABLE=true\n"
+        kubelet.restart_agent(n)
     return rel
 
 
@@ -280,6 +280,12 @@ def _finish(sim: Any, run: Run, res: Any, t0: float) -> Run:
     run.recorded = {k for v in ((cm or {}).get("data") or {}).values()
                     for k in v.split(",") if k}
     run.report = rep.build(sim.world)
+    run.extra["cluster_after"] = c.get("provisioning.cattle.io/v1", "Cluster", "local",
+                                       "fleet-local")["spec"]
+    run.extra["jobs"] = {j["metadata"]["name"]: j for j in c.list(
+        "batch/v1", "Job", "harvester-system")}
+    run.extra["host_files"] = {n: dict(sim.world.controllers["kubelet"].host_files(n) or {})
+                               for n in run.nodes}
     return run
 
 
@@ -298,9 +304,17 @@ def run_three_node() -> Run:
     with testing.running("three-node", speed=SPEED) as sim:
         _begin(sim, run)
         rv = get_plan(sim)["metadata"]["resourceVersion"]
+        c = sim.world.client
+        cluster_rv = c.get("provisioning.cattle.io/v1", "Cluster", "local",
+                           "fleet-local")["metadata"]["resourceVersion"]
+        run.extra["cluster_before"] = c.get("provisioning.cattle.io/v1", "Cluster", "local",
+                                            "fleet-local")["spec"]
         check = _play(sim, check=True)
         run.extra["check"] = check
         run.extra["check_changed_plan"] = get_plan(sim)["metadata"]["resourceVersion"] != rv
+        run.extra["check_changed_cluster"] = c.get(
+            "provisioning.cattle.io/v1", "Cluster", "local",
+            "fleet-local")["metadata"]["resourceVersion"] != cluster_rv
         from harvester_sim import report as rep
         run.extra["check_migrations"] = rep.build(sim.world)["vm_migrations"]["total"]
         return _finish(sim, run, _play(sim), t0)
@@ -500,6 +514,38 @@ def test_three_node_target_aware_reaches_the_lower_bound(runs: Runs) -> None:
     assert run.migrations == run.bound, (run.report["vm_migrations"], run.bound)
     assert [e["node"] for e in run.events("pre_drain_set")] == run.order
     assert nodes_in_play_order(run.output) == run.order
+
+
+@pytest.mark.node_run("three-node")
+def test_rancher_patched_once_and_pre_drain_jobs_run(runs: Runs) -> None:
+    """Seed 000 ``upgradeKubernetes`` / reference §C.1: kubernetesVersion, provisionGeneration
+    + 1 and upgradeStrategy in one patch when NodeUpgrade begins; every node's pre-drain Job
+    ran ``upgrade_node.sh pre-drain`` with the env the script reads and undid the drop-in."""
+    run = runs["three-node"]
+    assert run.rc == 0, run
+    before, after = run.extra["cluster_before"], run.extra["cluster_after"]
+    gen0 = int((before.get("rkeConfig") or {}).get("provisionGeneration") or 0)
+    assert after["kubernetesVersion"] == run.rel["kubernetes"]
+    assert after["rkeConfig"]["provisionGeneration"] == gen0 + 1
+    assert run.status["provisionGeneration"] == gen0 + 1
+    assert not run.extra["check_changed_cluster"]
+    assert len(run.events("planner_started")) <= 1
+    for node in run.order:
+        job = run.extra["jobs"][f"{PLAN}-node-upgrade-pre-drain-{node}"]
+        ctr = job["spec"]["template"]["spec"]["containers"][0]
+        assert ctr["command"] == ["upgrade_node.sh"] and ctr["args"] == ["pre-drain"]
+        env = {e["name"]: e.get("value") for e in ctr["env"]}
+        assert env == {"HARVESTER_UPGRADEPLAN_NAME": PLAN, "HARVESTER_UPGRADE_NODE_NAME": node}
+        assert any(c["type"] == "Complete" and c["status"] == "True"
+                   for c in job["status"]["conditions"])
+        post = run.extra["jobs"][f"{PLAN}-node-upgrade-post-drain-{node}"]
+        penv = {e["name"] for e in post["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert penv == {"HARVESTER_UPGRADEPLAN_NAME", "HARVESTER_UPGRADE_NODE_NAME",
+                        "HARVESTER_UPGRADE_POD_NAME"}
+        files = run.extra["host_files"][node]
+        assert not [f for f in files if "rancher-system-agent.service.d" in f], files
+        assert "/etc/rancher/rke2/config.yaml.d/40-disable-charts.yaml" in files
+    assert not run.events("rke2_restart_skipped")
 
 
 @pytest.mark.node_run("three-node")

@@ -180,28 +180,59 @@ def repo_proxy_path(plan_name_: str, path: str) -> str:
 
 
 def suc_plan(plan: dict[str, Any], component: str, args: list[str], concurrency: int,
-             env: list[dict[str, str]] | None = None, deadline_seconds: int = 0
-             ) -> dict[str, Any]:
-    """system-upgrade-controller Plan ``<plan>-<component>`` running ``upgrade_node.sh``."""
+             env: list[dict[str, str]] | None = None, deadline_seconds: int = 0,
+             command: list[str] | None = None) -> dict[str, Any]:
+    """system-upgrade-controller Plan ``<plan>-<component>`` running ``upgrade_node.sh``
+    (or ``command``). SUC's ``ContainerSpec`` names its env list ``envs``
+    (pkg/apis/upgrade.cattle.io/v1/types.go); an ``env`` field would be dropped."""
     name = f"{plan_name(plan)}-{component}"
+    upgrade: dict[str, Any] = {
+        "image": toolkit_repo(plan),
+        "command": list(command or ["upgrade_node.sh"]),
+        "envs": [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": plan_name(plan)}]
+        + list(env or []),
+    }
+    if args:
+        upgrade["args"] = list(args)
     spec: dict[str, Any] = {
         "concurrency": concurrency,
         "nodeSelector": {"matchLabels": {c.LABEL_MANAGED: "true"}},
         "serviceAccountName": "system-upgrade-controller",
         "tolerations": [{"operator": "Exists"}],
-        "upgrade": {
-            "image": toolkit_repo(plan),
-            "command": ["upgrade_node.sh"],
-            "args": args,
-            "envs": [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": plan_name(plan)}]
-            + list(env or []),
-        },
+        "upgrade": upgrade,
         "version": toolkit_tag(plan),
     }
     if deadline_seconds:
         spec["jobActiveDeadlineSecs"] = deadline_seconds
     return {"apiVersion": c.SUC_PLAN[0], "kind": c.SUC_PLAN[1],
             "metadata": _meta(plan, name, component, c.SUC_NS), "spec": spec}
+
+
+# The image-cleanup Plan's program (reference §B.2, as Harvester v1.6's cleanup Plan): the
+# host's crictl (RKE2's bin directory, through the /host mount SUC gives the container)
+# removes each image named in IMAGES; one image that cannot be removed (gone already, or
+# referenced elsewhere) does not stop the others, and the Plan's Job does not fail for it.
+IMAGE_CLEANUP_SCRIPT = """\
+HOST_DIR="${HOST_DIR:-/host}"
+export CONTAINER_RUNTIME_ENDPOINT="unix://$HOST_DIR/run/k3s/containerd/containerd.sock"
+CRICTL="$HOST_DIR/$(readlink $HOST_DIR/var/lib/rancher/rke2/bin)/crictl"
+if [ ! -x "$CRICTL" ]; then
+  echo "no crictl found under $HOST_DIR/var/lib/rancher/rke2/bin; nothing removed"
+  exit 0
+fi
+for image in $IMAGES; do
+  "$CRICTL" rmi "$image" || echo "could not remove $image (continuing)"
+done
+exit 0
+"""
+
+
+def image_cleanup_plan(plan: dict[str, Any], images: list[str]) -> dict[str, Any]:
+    """SUC Plan ``<plan>-image-cleanup``: concurrency 1, ``sh -c`` the script above with env
+    ``IMAGES`` (space separated)."""
+    return suc_plan(plan, c.COMPONENT_IMAGE_CLEANUP, [], 1,
+                    env=[{"name": "IMAGES", "value": " ".join(images)}],
+                    command=["sh", "-c", IMAGE_CLEANUP_SCRIPT])
 
 
 def cluster_upgrade_job(plan: dict[str, Any], service_account: str | None) -> dict[str, Any]:

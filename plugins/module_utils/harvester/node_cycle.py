@@ -584,8 +584,9 @@ def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
         cycle.skip("evacuate", "node already past pre-drain")
     else:
         _evacuate(kube, writer, p, cycle, result, shutdown_all=False)
-    cycle.run("answer pre-drain", kube, lambda: s.answer_hook(kube, writer, node, "pre-drain"),
-              lambda r: "already answered" if not r.get("changed") else "answered")
+    cycle.run("answer pre-drain", kube, lambda: s.answer_hook(
+        kube, writer, node, "pre-drain", job_timeout=p.job_timeout),
+        lambda r: "already answered" if not r.get("changed") else "pre-drain Job done, answered")
     cycle.run("await post-drain", kube, lambda: s.await_hook(
         kube, writer, node, "post-drain", p.hook_timeout),
         lambda r: "already past it (resumed)" if r.get("passed") else "drained, RKE2 applied")

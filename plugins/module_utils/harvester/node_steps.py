@@ -312,8 +312,10 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
     return {"value": res.get("value", ""), "passed": bool(res.get("passed")), "changed": changed}
 
 
-def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str) -> dict[str, Any]:
-    """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation."""
+def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
+                job_timeout: float = 3600) -> dict[str, Any]:
+    """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation. A pre-drain is
+    answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`)."""
     plan = writer.refresh()
     fact = fact_for(cluster_facts(kube, plan), node)
     pre_hook, post_hook = hook_names(kube)
@@ -323,9 +325,9 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str) -> dict[st
     ann = _secret_ann(sec)
     value = ann.get(rancher_ann)
     changed = False
-    if hook == "pre-drain":
-        changed = writer.set_node_state(node, "PreDrained") or changed
     if not value:
+        if hook == "pre-drain":
+            changed = writer.set_node_state(node, "PreDrained") or changed
         if hook == "pre-drain" and (ann.get(no.POST_DRAIN) or fact["upgraded"]):
             return {"changed": changed, "value": "", "passed": True}
         if hook == "post-drain" and fact["upgraded"]:
@@ -333,7 +335,12 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str) -> dict[st
         raise NodeLoopError(f"secret {FLEET_NS}/{fact['machine_plan_secret']} carries no "
                             f"{rancher_ann}; nothing to answer for node {node}")
     if ann.get(ours) == value:
+        if hook == "pre-drain":
+            changed = writer.set_node_state(node, "PreDrained") or changed
         return {"changed": changed, "value": value, "passed": False}
+    if hook == "pre-drain":
+        job = run_pre_drain_job(kube, writer, node, timeout=job_timeout)
+        changed = writer.set_node_state(node, "PreDrained") or changed or bool(job["changed"])
     if not kube.check_mode:
         kube.patch("v1", "Secret", fact["machine_plan_secret"],
                    {"metadata": {"annotations": {ours: value}}}, FLEET_NS)
@@ -513,6 +520,12 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     out["changed"] = taint_node(kube, node)
     if not stopped:   # as evacuate() says when nothing had to stop
         _no_shutdown_event(writer, node)
+    job = run_pre_drain_job(kube, writer, node, timeout=max(0.0, deadline - time.monotonic()),
+                            fail=False)
+    out["changed"] |= bool(job["changed"])
+    if not job["complete"]:
+        return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
+                              f"waits for it ({job.get('why') or 'running'})"[:300]}
     ans = answer_hook(kube, writer, node, "pre-drain")
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")
@@ -1308,10 +1321,14 @@ def job_name(plan_name: str, job_type: str, node: str) -> str:
 
 def job_body(writer: PlanWriter, job_type: str, node: str) -> dict[str, Any]:
     labels = {**writer.labels("node-upgrade"), JOB_TYPE_LABEL: job_type, NODE_LABEL: node}
-    env = [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": writer.name},
-           {"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node},
-           {"name": "HARVESTER_UPGRADE_POD_NAME",
-            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    # what upgrade_node.sh reads (lib.sh: the plan name builds the repo URL; the node name
+    # for kubectl; the pod name for the reboot service after an OS install)
+    env: list[dict[str, Any]] = [
+        {"name": "HARVESTER_UPGRADEPLAN_NAME", "value": writer.name},
+        {"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node}]
+    if job_type in ("post-drain", "single-node-upgrade"):
+        env.append({"name": "HARVESTER_UPGRADE_POD_NAME",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     tolerations = [{"key": k, "operator": "Exists"} for k in (
         "node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable",
         "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd",
@@ -1454,6 +1471,100 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     writer.set_node_state(node, done_state)
     result["changed"] = True
     return result
+
+
+def _engines_settled(kube: Kube) -> str | None:
+    """None when no running Longhorn engine belongs to a volume that is not attached: the
+    pre-drain script lists the running engines once and then waits for each one's volume to
+    be healthy, forever for a volume that detaches meanwhile (one of the VMs we just
+    stopped)."""
+    try:
+        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+                                                             "longhorn-system")}
+    except (ApiError, NotServed):
+        return None
+    for e in engines:
+        if (e.get("status") or {}).get("currentState") != "running":
+            continue
+        vol = ((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", "")
+        state = ((vols.get(vol) or {}).get("status") or {}).get("state")
+        if vol in vols and state != "attached":
+            return f"volume {vol} is {state or 'changing state'}"
+    return None
+
+
+def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 3600,
+                      start_only: bool = False, fail: bool = True) -> dict[str, Any]:
+    """Job ``<plan>-node-upgrade-pre-drain-<node>`` (``upgrade_node.sh pre-drain``): on the
+    host it undoes the rancher-system-agent drop-in the cluster upgrade left (without that,
+    RKE2 does not restart into the new version), removes RKE2's canal config and disables
+    the RKE2 snapshot charts; our evacuation already moved the VMs, so its own wait for them
+    ends at once. Its VM detector rewrites the node's entry of ``<plan>-restore-vm``: our
+    record is merged back afterwards. Waits for the Job (``timeout``); failure ⇒
+    ``PreDrainFailed``. ``start_only``: create it and return (``started``/``complete``).
+    ``fail=False`` (a head start): a failure or the timeout only returns ``why``."""
+    name = job_name(writer.name, "pre-drain", node)
+    out: dict[str, Any] = {"changed": False, "job": name, "started": False, "complete": False}
+    job = kube.get("batch/v1", "Job", name, UPGRADE_NS)
+    outcome = _job_outcome(job)
+    if kube.check_mode:
+        out["changed"] = outcome[0] != "complete"
+        return out
+    if outcome[0] == "failed":
+        msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+        if not fail:
+            return {**out, "why": msg}
+        writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
+        raise NodeLoopError(msg)
+    recorded = restore_entries(kube, writer, node)
+    if outcome[0] == "absent":
+        if _engines_settled(kube) is not None:
+            if start_only:
+                return out
+            try:
+                kube.wait([Source(LONGHORN_API, "Engine", "longhorn-system"),
+                           Source(LONGHORN_API, "Volume", "longhorn-system")],
+                          lambda v: _engines_settled(kube) is None, timeout=timeout,
+                          what="Longhorn volumes of the stopped VMs to detach",
+                          describe=lambda v: _engines_settled(kube) or "settled")
+            except WaitTimeout as exc:
+                if not fail:
+                    return {**out, "why": str(exc)}
+                writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
+                raise
+        kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node), UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{name} created for {node}")
+        out["changed"] = out["started"] = True
+        if start_only:
+            return out
+    elif outcome[0] == "running" and start_only:
+        return out
+    if outcome[0] != "complete":
+        try:
+            outcome = kube.wait(
+                [Source("batch/v1", "Job", UPGRADE_NS, field_selector=f"metadata.name={name}")],
+                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
+                                if o[0] in ("complete", "failed")), None),
+                timeout=timeout, what=f"Job {UPGRADE_NS}/{name} to finish",
+                describe=lambda v: ", ".join(
+                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
+                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+        except WaitTimeout as exc:
+            if not fail:
+                return {**out, "why": str(exc)}
+            writer.fail_node(node, "PreDrainFailed", "JobTimeout", str(exc))
+            raise
+        if outcome[0] == "failed":
+            msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+            if not fail:
+                return {**out, "why": msg}
+            writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
+            raise NodeLoopError(msg)
+    if recorded:
+        out["changed"] |= record_shutdowns(kube, writer, node, recorded)
+    out["complete"] = True
+    return out
 
 
 def _drop_pending_os(kube: Kube, node: str) -> None:
@@ -1677,6 +1788,62 @@ def _phase(kube: Kube, writer: PlanWriter, completed: bool,
     return writer.update_status(mutate)
 
 
+RANCHER_CLUSTER_API = "provisioning.cattle.io/v1"
+
+
+def _rke2_version(v: Any) -> str:
+    """``v1.33.3-rke2r1`` and ``v1.33.3+rke2r1`` name the same release."""
+    s = str(v or "").strip()
+    return s.replace("-rke2", "+rke2", 1) if "+" not in s else s
+
+
+def start_rancher_upgrade(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
+    """Hand the node roll to Rancher (reference §C.1; seed 000 ``upgradeKubernetes``): one
+    merge patch of ``clusters.provisioning.cattle.io fleet-local/local`` with
+    ``spec.kubernetesVersion`` = ``releaseMetadata.kubernetes``,
+    ``spec.rkeConfig.provisionGeneration`` + 1 and the ``upgradeStrategy`` with our drain
+    hooks, recorded in ``status.provisionGeneration``. Once: a plan that recorded it, a
+    single-node plan (its job patches the version itself) or a cluster that already carries
+    both the version and our strategy (a run stopped between the patch and the status write)
+    is not patched again."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import manifests
+
+    plan = writer.plan
+    st = plan.get("status") or {}
+    if st.get("singleNode") or st.get("provisionGeneration") is not None:
+        return {"changed": False}
+    target = release(plan)["kubernetes"]
+    cluster = kube.get(RANCHER_CLUSTER_API, "Cluster", "local", FLEET_NS)
+    if cluster is None:
+        raise NodeLoopError(f"clusters.provisioning.cattle.io {FLEET_NS}/local not found")
+    spec = cluster.get("spec") or {}
+    rke = spec.get("rkeConfig") or {}
+    generation = int(rke.get("provisionGeneration") or 0)
+    strategy = manifests.upgrade_strategy()
+    done = _rke2_version(spec.get("kubernetesVersion")) == _rke2_version(target) and \
+        rke.get("upgradeStrategy") == strategy
+    out = {"changed": True, "kubernetesVersion": target,
+           "provisionGeneration": generation if done else generation + 1}
+    if kube.check_mode:
+        return out
+    if not done:
+        kube.patch(RANCHER_CLUSTER_API, "Cluster", "local",
+                   {"spec": {"kubernetesVersion": target,
+                             "rkeConfig": {"provisionGeneration": generation + 1,
+                                           "upgradeStrategy": strategy}}}, FLEET_NS)
+        writer.event("KubernetesUpgradeStarted",
+                     f"Rancher cluster {FLEET_NS}/local: kubernetesVersion {target}, "
+                     f"provisionGeneration {generation + 1}, drain hooks "
+                     f"{no.DEFAULT_PRE_HOOK}/{no.DEFAULT_POST_HOOK}")
+
+    def record(status: dict[str, Any]) -> list[Any]:
+        status["provisionGeneration"] = out["provisionGeneration"]
+        return []
+
+    writer.update_status(record)
+    return out
+
+
 def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
     NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
@@ -1697,6 +1864,9 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     changed = held["changed"] and not kube.check_mode
     if phase != "NodeUpgrading" or missing:
         changed = _phase(kube, writer, False, statuses if missing else None) or changed
+    if not is_single_node(facts):
+        rancher = start_rancher_upgrade(kube, writer)
+        changed |= bool(rancher["changed"])
     return {"changed": changed, "phase": "NodeUpgrading", "settings": held["actions"],
             **inventory(facts)}
 

@@ -504,29 +504,10 @@ def verify_suc(component: str) -> Any:
 
 # ----------------------------------------------------------------------------- ClusterUpgrade
 
-def patch_rancher_strategy(ctx: Context) -> None:
-    """Set Rancher's upgradeStrategy with the drain hooks, once (``provisionGeneration``)."""
-    if ctx.status.get("provisionGeneration") is not None or ctx.status.get("singleNode"):
-        return
-    cluster = ctx.kube.get(*c.RANCHER_CLUSTER, c.RANCHER_CLUSTER_NAME, c.FLEET_NS)
-    if cluster is None:
-        raise ApiError(404, "NotFound", "clusters.provisioning.cattle.io fleet-local/local "
-                       "not found")
-    rke = (cluster.get("spec") or {}).get("rkeConfig") or {}
-    generation = int(rke.get("provisionGeneration") or 0) + 1
-    ctx.did("set Rancher upgradeStrategy (concurrency 1, drain hooks "
-            f"{c.ANN_PRE_HOOK}/{c.ANN_POST_HOOK}), provisionGeneration {generation}")
-    if ctx.check_mode:
-        return
-    ctx.kube.patch(*c.RANCHER_CLUSTER, c.RANCHER_CLUSTER_NAME,
-                   {"spec": {"rkeConfig": {"provisionGeneration": generation,
-                                           "upgradeStrategy": manifests.upgrade_strategy()}}},
-                   namespace=c.FLEET_NS)
-    ctx.writer.set_fields({"provisionGeneration": generation})
-
-
 def cluster_upgrade(ctx: Context) -> Step:
-    patch_rancher_strategy(ctx)
+    """Job ``<plan>-cluster-upgrade`` (``upgrade_manifests.sh``). The Rancher cluster is not
+    touched here: its kubernetesVersion, provisionGeneration and upgradeStrategy are written
+    together when NodeUpgrade begins (node_steps.start_rancher_upgrade)."""
     sa = ctx.kube.get(*c.SERVICE_ACCOUNT, "harvester", c.UPGRADE_NS)
     ctx.ensure(manifests.cluster_upgrade_job(ctx.plan, "harvester" if sa else None))
     name = f"{ctx.name}-cluster-upgrade"
@@ -582,6 +563,42 @@ def images_to_purge(previous: list[str], current: list[str]) -> list[str]:
                    and not any(r in _image_repo_name(i) for r in c.RETAINED_IMAGE_NAMES)})
 
 
+def _norm_image(ref: str) -> str:
+    """``docker.io/library/nginx:1`` == ``nginx:1``; no tag means ``:latest``."""
+    r = ref.strip()
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        if r.startswith(prefix):
+            r = r[len(prefix):]
+            break
+    if r.startswith("library/"):
+        r = r[len("library/"):]
+    name = r.split("@", 1)[0]
+    if ":" not in name.rsplit("/", 1)[-1] and "@" not in r:
+        r += ":latest"
+    return r
+
+
+def images_in_use(kube: Any, nodes: list[str]) -> set[str]:
+    """Images of the containers of every pod on the managed nodes that is not finished.
+    ``crictl rmi`` on containerd removes an image even while a container runs from it (the
+    container then cannot restart without a pull), so the cleanup list leaves them out; one
+    list serves every node, hence the union over the nodes."""
+    wanted = set(nodes)
+    used: set[str] = set()
+    for pod in kube.list(*c.POD):
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") not in wanted or \
+                (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for ctr in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            if ctr.get("image"):
+                used.add(_norm_image(str(ctr["image"])))
+        for cs in ((pod.get("status") or {}).get("containerStatuses") or []):
+            if cs.get("image"):
+                used.add(_norm_image(str(cs["image"])))
+    return used
+
+
 def _image_list(ctx: Context, version: str) -> list[str] | None:
     path = f"bundle/harvester/images-lists-archive/{version}/image_list_all.txt"
     status, body = fetch_repo_file(ctx, path, f"image list of {version}")
@@ -609,12 +626,12 @@ def image_cleanup(ctx: Context) -> Step:
             c.UPGRADE_NS))
         ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
         return Step("done", "image lists not in the ISO; cleanup skipped")
-    purge = images_to_purge(old, new)
+    in_use = images_in_use(ctx.kube, nodes)
+    purge = [i for i in images_to_purge(old, new) if _norm_image(i) not in in_use]
     if not purge:
         ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
         return Step("done", "no stale images to remove")
-    ctx.ensure(manifests.suc_plan(ctx.plan, c.COMPONENT_IMAGE_CLEANUP, ["cleanup"], 1,
-                                  env=[{"name": "IMAGES", "value": "\n".join(purge)}]))
+    ctx.ensure(manifests.image_cleanup_plan(ctx.plan, purge))
     _suc_wait(ctx, c.COMPONENT_IMAGE_CLEANUP, ("ImageCleaning", "ImageCleaned",
                                                "ImageCleanFailed"), len(nodes),
               "image-cleanup plan job(s) failed", "cleaned")

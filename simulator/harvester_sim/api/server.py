@@ -1052,6 +1052,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if merged["status"] is None:
                     merged.pop("status")
                 merged["metadata"] = dict(cur["metadata"])
+                # the object's resourceVersion stays the precondition (a stale status
+                # update is a 409, as with the main resource)
+                merged["metadata"]["resourceVersion"] = new_md["resourceVersion"]
                 new = merged
             managed.on_update(rt, cur, new, manager, status_sub)
             return new
@@ -1184,7 +1187,19 @@ class _Handler(BaseHTTPRequestHandler):
             opts["propagationPolicy"] = q["propagationPolicy"]
         if "orphanDependents" in q:
             opts["orphanDependents"] = _truthy(q["orphanDependents"])
-        if body.strip():
+        ctype = (self.headers.get("Content-Type") or JSON).split(";", 1)[0].strip().lower()
+        if body.strip() and ctype == protobuf.MEDIA_TYPE:
+            # client-go sends DeleteOptions as protobuf with its protobuf content type
+            # (controller-runtime's typed clients of built-in kinds: upgrade-toolkit cleanup)
+            try:
+                _, kind, raw = protobuf.unwrap(body)
+                if kind not in ("", "DeleteOptions"):
+                    raise protobuf.ProtobufError(f"expected DeleteOptions, got {kind}")
+                b = protobuf.decode_message(raw, "meta.v1.DeleteOptions", 0)
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(str(exc)) from exc
+            opts.update({k: v for k, v in b.items() if v is not None})
+        elif body.strip():
             b = self._parse(body, JSON)
             if isinstance(b, dict):
                 opts.update({k: v for k, v in b.items() if v is not None})

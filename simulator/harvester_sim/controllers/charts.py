@@ -372,6 +372,8 @@ class ChartsController:
         yield self.world.timings.chart_rollout_s
         yield lambda: all(self._rolled(k, ns, w) for k, ns, w in workloads)
         self._write(name, gen, ready=True, msg="")
+        if name == "harvester":
+            self._server_version(app)
         self.world.timeline.record("span", what="chart_rollout", node="", chart=name,
                                    start=t0, end=self.world.clock.now())
         self.world.timeline.record("chart_ready", chart=name, version=version)
@@ -388,6 +390,18 @@ class ChartsController:
             log.warning("chart %s %s: release unknown, CRDs left as they are", chart, version)
             return
         switch_crds(self.world, self.client, rel, chart)
+
+    def _server_version(self, version: str) -> None:
+        """The new Harvester pods' settings syncer records the running version in Setting
+        ``server-version`` (harvester pkg/settings: ``server-version`` defaults to the
+        build's version); upgrade_manifests.sh itself never writes it."""
+        if not self.client.registry.by_kind("harvesterhci.io/v1beta1", "Setting"):
+            return
+        try:
+            self.client.patch("harvesterhci.io/v1beta1", "Setting", "server-version",
+                              {"value": version})
+        except Exception as exc:  # noqa: BLE001 - no such Setting in this world
+            log.debug("server-version not updated: %s", exc)
 
 
 def setup(world: Any) -> ChartsController:

@@ -29,7 +29,21 @@ period (``deletionGracePeriodSeconds``) ends, as kubelet does.
 
 API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
 :meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
-:meth:`node_fs`, :meth:`is_up`.
+:meth:`node_fs`, :meth:`is_up`, and the host model below.
+
+Host model (per node, for the upgrade programs that work on the host through ``/host``):
+``host_files(node)`` is the node's file system as far as the upgrade touches it (path ->
+content). A control-plane node starts with RKE2's
+``/var/lib/rancher/rke2/server/manifests/rke2-canal-config.yaml``. ``/run`` is a tmpfs: a
+reboot empties everything under it. ``restart_agent(node)`` is ``systemctl restart
+rancher-system-agent``: the agent reads ``EnvironmentFile``s named by drop-ins under
+``/run/systemd/system/rancher-system-agent.service.d/`` (upgrade_manifests.sh's
+skip-restart Plan writes ``INSTALL_RKE2_SKIP_ENABLE=true`` there). When Rancher applies an
+RKE2 plan through the agent (:meth:`restart_kubelet`) while the agent runs with
+``INSTALL_RKE2_SKIP_ENABLE=true``, the RKE2 installer puts the new binaries in place but does
+not restart the service: the kubelet stays on its old version (timeline
+``rke2_restart_skipped``) and Rancher waits for the plan forever, as on a real node whose
+pre-drain job never removed the drop-in.
 """
 
 from __future__ import annotations
@@ -64,6 +78,8 @@ DISK_USED_ANNOTATION = "sim.harvesterhci.io/disk-used-bytes"       # set by the 
 DISK_CAPACITY_ANNOTATION = "sim.harvesterhci.io/disk-capacity-bytes"
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+CANAL_CONFIG = "/var/lib/rancher/rke2/server/manifests/rke2-canal-config.yaml"
+AGENT_DROPIN_DIR = "/run/systemd/system/rancher-system-agent.service.d"
 
 DEFAULT_NODE_INFO = {
     "architecture": "amd64",
@@ -181,6 +197,11 @@ class NodeState:
     written_rv: int = 0            # resourceVersion of our last status write
     pending_info: dict[str, str] = field(default_factory=dict)
     reboots: int = 0
+    # the host's files that upgrade programs read or write (path -> content); ``/run`` is a
+    # tmpfs, emptied by a reboot
+    host_files: dict[str, str] = field(default_factory=dict)
+    # environment rancher-system-agent read from its drop-ins when it last started
+    agent_env: dict[str, str] = field(default_factory=dict)
 
     def image_bytes(self) -> int:
         return sum(size for _, size in self.images)
@@ -301,6 +322,8 @@ class Kubelet:
         st = node.get("status") or {}
         ns = NodeState(name=name, index=len(self.nodes), uid=md["uid"])
         self.nodes[name] = ns
+        if "node-role.kubernetes.io/control-plane" in (md.get("labels") or {}):
+            ns.host_files[CANAL_CONFIG] = "# rke2-canal HelmChartConfig\n"
         self._observe_images(ns, node)
         self._observe_disk(ns, node)
         if not ns.ip:
@@ -1214,6 +1237,34 @@ class Kubelet:
         lines = self.logs.get((namespace, pod, container or ""), [])
         return "".join(line + "\n" for line in list(lines))
 
+    # ------------------------------------------------------------------ host model
+    def host_files(self, node: str) -> dict[str, str] | None:
+        """The node's host files (live dict: programs edit it), None for an unknown node."""
+        ns = self.nodes.get(node)
+        return None if ns is None else ns.host_files
+
+    def restart_agent(self, node: str) -> bool:
+        """``systemctl daemon-reload && systemctl restart rancher-system-agent``: the agent
+        picks up the ``EnvironmentFile``s its drop-ins name (``-`` prefix: optional)."""
+        ns = self.nodes.get(node)
+        if ns is None or ns.down:
+            return False
+        env: dict[str, str] = {}
+        for path in sorted(p for p in ns.host_files if p.startswith(AGENT_DROPIN_DIR + "/")
+                           and p.endswith(".conf")):
+            for line in ns.host_files[path].splitlines():
+                line = line.strip()
+                if not line.startswith("EnvironmentFile="):
+                    continue
+                ref = line.split("=", 1)[1].lstrip("-")
+                for env_line in ns.host_files.get(ref, "").splitlines():
+                    if "=" in env_line and not env_line.lstrip().startswith("#"):
+                        k, v = env_line.split("=", 1)
+                        env[k.strip()] = v.strip()
+        ns.agent_env = env
+        self.world.timeline.record("agent_restarted", node=node, env=sorted(env))
+        return True
+
     # ------------------------------------------------------------------ reboot / restart
     def reboot(self, node: str, new_os_image: str | None = None,
                new_kubelet_version: str | None = None) -> bool:
@@ -1224,6 +1275,9 @@ class Kubelet:
             return False
         ns.down = "reboot"
         ns.reboots += 1
+        for path in [p for p in ns.host_files if p.startswith("/run/")]:
+            del ns.host_files[path]
+        ns.agent_env = {}
         self.stats["reboots"] += 1
         killed = self._kill_pods(node)
         self.world.timeline.record("node_reboot", node=node, pods_killed=killed,
@@ -1245,9 +1299,18 @@ class Kubelet:
         return True
 
     def restart_kubelet(self, node: str, new_kubelet_version: str | None = None) -> bool:
-        """Restart the kubelet (RKE2 upgrade): a short NotReady blip, pods keep running."""
+        """Restart the kubelet (RKE2 upgrade): a short NotReady blip, pods keep running.
+
+        Called for an RKE2 plan applied by rancher-system-agent: with
+        ``INSTALL_RKE2_SKIP_ENABLE=true`` in the agent's environment nothing restarts."""
         ns = self.nodes.get(node)
         if ns is None or ns.down:
+            return False
+        if ns.agent_env.get("INSTALL_RKE2_SKIP_ENABLE") == "true":
+            self.world.timeline.record("rke2_restart_skipped", node=node,
+                                       new_kubelet_version=new_kubelet_version,
+                                       why="rancher-system-agent runs with "
+                                           "INSTALL_RKE2_SKIP_ENABLE=true")
             return False
         ns.down = "restart"
         self.world.timeline.record("kubelet_restart", node=node,

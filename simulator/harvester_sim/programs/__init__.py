@@ -9,7 +9,10 @@ one created by the simulated one.
 from . import (  # noqa: F401 - registration on import
     daemons,
     harvester_server,
+    host_scripts,
+    kubectl,
     nginx_iso,
+    rke2_upgrade,
     toolkit,
     upgrade_repo,
 )

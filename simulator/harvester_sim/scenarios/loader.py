@@ -630,6 +630,7 @@ class _Populator:
         for sc in objects.storage_classes():
             self.create(sc)
         self.create(objects.setting("server-version", installed))
+        self.create(objects.serving_ca_secret())
         self.nodes(rel)
         self.rancher(rel)
         self.versions()

@@ -88,6 +88,36 @@ def setting(name: str, value: str, default: str = "") -> Obj:
             "metadata": {"name": name}, "default": default, "value": value}
 
 
+def serving_ca_secret() -> Obj:
+    """Secret ``kube-system/serving-ca``: the CA of the Harvester API's serving certificate,
+    which the Harvester server (rancher/dynamiclistener ``LoadOrGenCAChain`` as vendored by
+    harvester v1.6.0, default CA name ``serving-ca`` in ``kube-system``) creates at start-up.
+    upgrade-toolkit gives its ``tls.crt`` to the repo's ISO downloader."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "dynamic"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, "dynamiclistener-ca")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    crt = cert.public_bytes(serialization.Encoding.PEM)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "serving-ca", "namespace": "kube-system"},
+            "data": {"tls.crt": base64.b64encode(crt).decode(),
+                     "tls.key": base64.b64encode(pem).decode()}}
+
+
 def version(name: str, iso_url: str, checksum: str, release_date: str, min_upgradable: str,
             tags: list[str]) -> Obj:
     return {"apiVersion": "harvesterhci.io/v1beta1", "kind": "Version",

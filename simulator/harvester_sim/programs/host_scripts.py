@@ -1,0 +1,188 @@
+"""Shell scripts that upgrade Plans run against the host (``sh -c <script>``).
+
+The simulator does not interpret shell. It recognises the few scripts the upgrade uses by
+what they do and runs a model of each; any other ``sh -c`` script in the images claimed
+here fails (exit 127, ``not modelled by the simulator``) instead of being accepted:
+
+* **skip-restart drop-in** — harvester/upgrade-toolkit ``5ac1bbe35a6b4f61247aa09162cc6a9099dddd4f``
+  ``package/upgrade_manifests.sh`` ``skip_restart_rancher_system_agent``: the SUC Plan
+  ``<plan>-skip-restart-rancher-system-agent`` runs ``registry.suse.com/bci/bci-base:15.6``
+  with ``chroot /host sh -c '...'``, which writes
+  ``/run/systemd/system/rancher-system-agent.service.d/override.conf`` (``[Service]
+  EnvironmentFile=-.../10-harvester-upgrade.env``) and that env file
+  (``INSTALL_RKE2_SKIP_ENABLE=true``), then ``systemctl daemon-reload`` and restarts
+  rancher-system-agent. Recognised by: the drop-in directory, ``INSTALL_RKE2_SKIP_ENABLE=true``
+  and ``systemctl restart rancher-system-agent``.
+* **image cleanup** — harvester/harvester ``v1.6.0`` ``pkg/controller/master/upgrade/
+  common.go`` ``imageCleanupScript`` (the V2 ``<plan>-image-cleanup`` Plan does the same,
+  reference §B.2): find the host's crictl as ``$HOST_DIR/$(readlink
+  $HOST_DIR/var/lib/rancher/rke2/bin)/crictl`` and run ``crictl rmi`` on the images in env
+  ``IMAGES`` (whitespace separated), either once for all of them or once per image in a
+  ``for`` loop; a failing ``rmi`` followed by ``||`` is not fatal. Recognised by: that
+  crictl path, ``rmi`` and ``$IMAGES``. ``crictl rmi`` is modelled on containerd's CRI:
+  an image is removed from the node's store (``status.images``) **even when a running
+  container uses it** (containerd does not check); a name the store does not have is an
+  error (``no such image``) and the call exits 1 after trying the others. The script's exit
+  code: 1 when an ``rmi`` without ``||`` failed under ``set -e``, else 0.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Generator
+from typing import Any
+
+from ..controllers._upgrade_util import normalize_image
+from .base import REGISTRY, ProgramContext, image_repo
+
+Prog = Generator[float, None, int]
+
+AGENT_DROPIN_DIR = "/run/systemd/system/rancher-system-agent.service.d"
+AGENT_ENV_FILE = f"{AGENT_DROPIN_DIR}/10-harvester-upgrade.env"
+SKIP_RESTART_SCRIPT = (
+    f"set -x && mkdir -p {AGENT_DROPIN_DIR}"
+    f" && printf '[Service]\\nEnvironmentFile=-{AGENT_ENV_FILE}\\n'"
+    f" > {AGENT_DROPIN_DIR}/override.conf"
+    f" && echo 'INSTALL_RKE2_SKIP_ENABLE=true' > {AGENT_ENV_FILE}"
+    " && systemctl daemon-reload && systemctl restart rancher-system-agent.service")
+CRICTL_PATH = re.compile(r"\$\{?HOST_DIR\}?/\$\(readlink\s+\$\{?HOST_DIR\}?/var/lib/rancher/"
+                         r"rke2/bin\)/crictl|/host/\$\(readlink\s+/host/var/lib/rancher/rke2/"
+                         r"bin\)/crictl")
+IMAGES_VAR = re.compile(r"\$\{?IMAGES\}?")
+
+
+def _shell_script(argv: list[str]) -> str | None:
+    """The script of ``[chroot /host] sh|bash -c <script>``."""
+    if len(argv) >= 2 and posixpath.basename(argv[0]) == "chroot":
+        argv = argv[2:]
+    if len(argv) >= 3 and posixpath.basename(argv[0]) in ("sh", "bash") and argv[1] == "-c":
+        return argv[2]
+    return None
+
+
+def _host(ctx: ProgramContext) -> dict[str, str]:
+    kubelet = ctx.world.controllers.get("kubelet")
+    files = kubelet.host_files(ctx.node) if kubelet is not None and \
+        hasattr(kubelet, "host_files") else None
+    if files is None:
+        files = ctx.world.extras.setdefault("host_files", {}).setdefault(ctx.node, {})
+    return files  # type: ignore[no-any-return]
+
+
+def _is_skip_restart(script: str) -> bool:
+    return (AGENT_DROPIN_DIR in script and "INSTALL_RKE2_SKIP_ENABLE=true" in script
+            and re.search(r"systemctl\s+restart\s+rancher-system-agent", script) is not None)
+
+
+def skip_restart(ctx: ProgramContext) -> Prog:
+    files = _host(ctx)
+    files[f"{AGENT_DROPIN_DIR}/override.conf"] = \
+        f"[Service]\nEnvironmentFile=-{AGENT_ENV_FILE}\n"
+    files[AGENT_ENV_FILE] = "INSTALL_RKE2_SKIP_ENABLE=true\n"
+    yield 1.0
+    kubelet = ctx.world.controllers.get("kubelet")
+    if kubelet is not None and hasattr(kubelet, "restart_agent"):
+        kubelet.restart_agent(ctx.node)
+    ctx.world.timeline.record("agent_dropin_written", node=ctx.node)
+    return 0
+
+
+def _is_image_cleanup(script: str) -> bool:
+    return bool(CRICTL_PATH.search(script)) and re.search(r"\brmi\b", script) is not None \
+        and bool(IMAGES_VAR.search(script))
+
+
+def crictl_rmi(ctx: ProgramContext, images: list[str]) -> tuple[int, list[str]]:
+    """``crictl rmi <images...>`` on containerd: (exit code, removed names)."""
+    kubelet = ctx.world.controllers.get("kubelet")
+    removed: list[str] = []
+    failed = False
+    for img in images:
+        if kubelet is not None and hasattr(kubelet, "remove_images"):
+            gone = list(kubelet.remove_images(ctx.node, [img]))
+        else:
+            gone = _remove_from_status(ctx, img)
+        if gone:
+            removed.extend(gone)
+            ctx.log(f"Deleted: {img}")
+        else:
+            ctx.log(f'level=error msg="no such image {img}"')
+            failed = True
+    if failed:
+        ctx.log('level=fatal msg="unable to remove the image(s)"')
+    return (1 if failed else 0), removed
+
+
+def _remove_from_status(ctx: ProgramContext, img: str) -> list[str]:
+    removed: list[str] = []
+    want = normalize_image(img)
+
+    def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+        st = cur.setdefault("status", {})
+        keep = []
+        for i in st.get("images") or []:
+            if any(normalize_image(n) == want for n in i.get("names") or []):
+                removed.extend((i.get("names") or [img])[:1])
+                continue
+            keep.append(i)
+        if not removed:
+            return None
+        st["images"] = keep
+        return cur
+
+    ctx.client.modify("v1", "Node", ctx.node, fn, subresource="status")
+    return removed
+
+
+def image_cleanup(ctx: ProgramContext, script: str) -> Prog:
+    images = ctx.env.get("IMAGES", "").split()
+    per_image = re.search(r"\bfor\s+\w+\s+in\s+" + IMAGES_VAR.pattern, script) is not None
+    rmi_line = next((ln for ln in script.splitlines() if re.search(r"\brmi\b", ln)), "")
+    tolerated = "||" in rmi_line
+    strict = re.search(r"(^|\n)\s*set\s+-[a-z]*e", script) is not None
+    yield 0.1 * max(1, len(images))
+    calls = [[i] for i in images] if per_image else ([images] if images else [])
+    removed: list[str] = []
+    for args in calls:
+        rc, gone = crictl_rmi(ctx, args)
+        removed.extend(gone)
+        if rc and strict and not tolerated:
+            ctx.world.timeline.record("images_cleaned", node=ctx.node, removed=len(removed))
+            return 1
+    if len(removed) < len(images):
+        ctx.log("Fail to remove images")
+    ctx.log(f"removed {len(removed)} image(s) from {ctx.node}")
+    ctx.world.timeline.record("images_cleaned", node=ctx.node, removed=len(removed),
+                              images=list(removed))
+    return 0
+
+
+def run_shell_script(ctx: ProgramContext, argv: list[str]) -> Prog | None:
+    """The model of ``argv``'s script, or None when it is not one of the modelled scripts."""
+    script = _shell_script(argv)
+    if script is None:
+        return None
+    if _is_skip_restart(script):
+        return skip_restart(ctx)
+    if _is_image_cleanup(script):
+        return image_cleanup(ctx, script)
+    return None
+
+
+def _bci_chroot(image: str, command: list[str], args: list[str]) -> bool:
+    argv = list(command) + list(args)
+    return image_repo(image) == "bci/bci-base" and bool(argv) and \
+        posixpath.basename(argv[0]) == "chroot"
+
+
+def bci_chroot(ctx: ProgramContext) -> Prog:
+    argv = ctx.command + ctx.args
+    found = run_shell_script(ctx, argv)
+    if found is None:
+        ctx.log(f"{argv[0]}: script not modelled by the simulator: {argv!r}")
+        return 127
+    return (yield from found)
+
+
+REGISTRY.register("bci-chroot-host-script", _bci_chroot, bci_chroot)
