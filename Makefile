@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: venv upgrade test test-sim test-unit test-integration lint sanity importer changelog \
-	ee-context molecule build bench chaos faults clean
+	ee-context molecule build bench chaos faults toolkit-peer clean
 
 venv: $(STAMP) $(COLLECTION_LINK)
 
@@ -96,6 +96,19 @@ chaos: venv
 faults: venv
 	HARVESTER_FAULTS_ALL=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 1800 \
 		tests/integration/test_upgrade_faults.py $(PYTEST_ARGS)
+
+# The REAL Harvester upgrade-toolkit manager against the simulator, beside our collection
+# (docs/toolkit-peer.md). Built and run by the steering repo's tool, never by this repo;
+# needs the tool and the bare git clones under MIRROR_ROOT. Not part of `make test`.
+UPGRADE_TOOLKIT_SH ?= ../shared/tools/upgrade-toolkit.sh
+MIRROR_ROOT ?= /work/.mirror
+TOOLKIT_PEER_ARGS ?=
+toolkit-peer: venv
+	@test -x "$(UPGRADE_TOOLKIT_SH)" || { echo "toolkit-peer: $(UPGRADE_TOOLKIT_SH) not found (set UPGRADE_TOOLKIT_SH to the steering repo's tools/upgrade-toolkit.sh)" >&2; exit 2; }
+	@test -d "$(MIRROR_ROOT)/harvester+upgrade-toolkit/repo" -a -d "$(MIRROR_ROOT)/rancher+system-upgrade-controller/repo" || { echo "toolkit-peer: git clones $(MIRROR_ROOT)/harvester+upgrade-toolkit/repo and $(MIRROR_ROOT)/rancher+system-upgrade-controller/repo required (set MIRROR_ROOT)" >&2; exit 2; }
+	MIRROR_ROOT="$(MIRROR_ROOT)" $(BIN)/python scripts/toolkit_peer.py --scenario $(SCENARIO) \
+		--speed $(SPEED) --tool "$(UPGRADE_TOOLKIT_SH)" --mirror-root "$(MIRROR_ROOT)" \
+		$(TOOLKIT_PEER_ARGS)
 
 clean:
 	rm -rf build out ansible_collections .pytest_cache

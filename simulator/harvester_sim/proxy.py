@@ -28,16 +28,29 @@ class ProxyRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pods: dict[PodEndpoint, ProxyHandler] = {}
+        self._tls: dict[PodEndpoint, bytes] = {}
         self._nodes: dict[str, ProxyHandler] = {}
 
-    def register_pod(self, namespace: str, pod: str, port: int, handler: ProxyHandler) -> None:
+    def register_pod(self, namespace: str, pod: str, port: int, handler: ProxyHandler,
+                     tls_ca: bytes | None = None) -> None:
+        """``tls_ca``: the port speaks HTTPS with a certificate signed by this CA (PEM)."""
         with self._lock:
-            self._pods[PodEndpoint(namespace, pod, port)] = handler
+            ep = PodEndpoint(namespace, pod, port)
+            self._pods[ep] = handler
+            if tls_ca is not None:
+                self._tls[ep] = tls_ca
+            else:
+                self._tls.pop(ep, None)
 
     def unregister_pod(self, namespace: str, pod: str) -> None:
         with self._lock:
             for k in [k for k in self._pods if k.namespace == namespace and k.pod == pod]:
                 del self._pods[k]
+                self._tls.pop(k, None)
+
+    def pod_tls_ca(self, namespace: str, pod: str, port: int) -> bytes | None:
+        with self._lock:
+            return self._tls.get(PodEndpoint(namespace, pod, port))
 
     def pod_handler(self, namespace: str, pod: str, port: int) -> ProxyHandler | None:
         with self._lock:

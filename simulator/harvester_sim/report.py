@@ -58,8 +58,17 @@ def build(world: Any) -> dict[str, Any]:
         "critical_path": cp,
         "faults_fired": _jsonable(list(getattr(faults, "fired", []) or [])),
         "controller_errors": len(getattr(getattr(world, "runtime", None), "errors", []) or []),
+        "unmodelled_programs": unmodelled_programs(world),
         "timeline": _jsonable(timeline),
     }
+
+
+def unmodelled_programs(world: Any) -> list[dict[str, Any]]:
+    """Containers that ran with no modelled program (the kubelet's list): image, command,
+    ``kind`` (``short``: exited 0 at once; ``serving``: kept running), count, an example."""
+    kubelet = (getattr(world, "controllers", None) or {}).get("kubelet")
+    fn = getattr(kubelet, "unmodelled_programs", None)
+    return _jsonable(fn()) if callable(fn) else []
 
 
 def _monitor(world: Any) -> Any:
@@ -338,6 +347,11 @@ def format_text(rep: dict[str, Any], timeline_lines: int = 40) -> str:
         verbs = (api.get("by_user_agent_verb") or {}).get(ua) or {}
         w(f"  {ua or '(no user agent)'}: {n}" + (
             "  (" + ", ".join(f"{k} {v}" for k, v in verbs.items()) + ")" if verbs else ""))
+    unmodelled = rep.get("unmodelled_programs") or []
+    w(f"Programs not modelled: {len(unmodelled)}" + ("" if unmodelled else "  (none)"))
+    for u in unmodelled:
+        w(f"  {u.get('image')} {u.get('command') or []} ({u.get('kind')}, "
+          f"{u.get('containers')} containers, e.g. {u.get('example')})")
     faults = rep.get("faults_fired") or []
     if faults:
         w(f"Faults fired: {len(faults)}")

@@ -29,6 +29,8 @@ class Timings:
     rancher_upgrade_s: float = 60.0     # Rancher Deployment upgrade
     replica_rebuild_s: float = 60.0     # Longhorn replica rebuild after a node returns
     job_pod_overhead_s: float = 1.0     # Job pod creation -> container start
+    volume_provision_s: float = 2.0     # CSI CreateVolume (Longhorn) for a new claim
+    short_program_s: float = 1.0        # run time of an unmodelled run-to-completion program
 
     @classmethod
     def from_scenario(cls, scenario: dict[str, Any]) -> Timings:

@@ -41,6 +41,7 @@ CONTROLLER_MODULES = [
     "harvester_sim.controllers.jobs",
     "harvester_sim.controllers.endpoints",
     "harvester_sim.controllers.disruption",
+    "harvester_sim.controllers.volumes",
     "harvester_sim.controllers.kubevirt",
     "harvester_sim.controllers.longhorn",
     "harvester_sim.controllers.harvester_images",

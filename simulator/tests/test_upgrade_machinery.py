@@ -123,7 +123,8 @@ def test_suc_plan_creates_one_job_per_node_with_concurrency(world: World) -> Non
         assert md["labels"]["upgrade.cattle.io/plan"] == "p-image-cleanup"
         assert md["labels"]["management.harvesterhci.io/upgrade-plan"] == "p"
         pod = job["spec"]["template"]["spec"]
-        assert pod["nodeName"] == node
+        assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [node]
         ctr = pod["containers"][0]
         assert ctr["image"] == "rancher/harvester-upgrade-toolkit:v1.6.0"
         assert ctr["args"] == ["cleanup"]

@@ -106,7 +106,11 @@ def invalid(kind: str, group: str, name: str, causes: list[dict[str, str]]) -> A
     if group:
         det["group"] = group
     label = f"{kind}.{group}" if group else kind
-    return ApiError(422, "Invalid", f'{label} "{name}" is invalid: {", ".join(parts)}', det)
+    # errs.ToAggregate(): one error as is, several (duplicates dropped) in brackets
+    uniq = list(dict.fromkeys(parts))
+    text = uniq[0] if len(uniq) == 1 else f"[{', '.join(uniq)}]"
+    return ApiError(422, "Invalid", f'{label} "{name}" is invalid: {text}' if parts else
+                    f'{label} "{name}" is invalid', det)
 
 
 def field_invalid(field: str, value: Any, detail: str) -> dict[str, str]:

@@ -223,7 +223,7 @@ class Registry:
             from .strategies import CustomResourceStrategy
 
             for rt in types:
-                rt.strategy = CustomResourceStrategy(rt.schema, rt.kind)
+                rt.strategy = CustomResourceStrategy(rt.schema, rt.kind, rt.group)
             self._crd_types[name] = types
             for rt in types:
                 self._by_gvr[(rt.group, rt.version, rt.plural)] = rt

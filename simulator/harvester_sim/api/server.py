@@ -140,6 +140,7 @@ class ApiServer:
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.openapi = openapi.OpenAPI(self.registry)
+        self.openapi_v2 = openapi.OpenAPIV2(self.registry)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> ApiServer:
@@ -593,6 +594,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise Response(200, _dumps(discovery.api_versions(f"{api.host}:{api.port}")))
         if p == "/apis":
             raise Response(200, _dumps(discovery.api_group_list(api.registry)))
+        if p == "/openapi/v2":
+            self._openapi_v2()
         if p == "/openapi/v3":
             raise Response(200, _dumps(api.openapi.index()))
         if p.startswith("/openapi/v3/"):
@@ -757,6 +760,22 @@ class _Handler(BaseHTTPRequestHandler):
                 f"the simulator has no protobuf schema for this object ({exc}) - send it as "
                 "application/json or application/yaml") from exc
 
+    def _openapi_v2(self) -> None:
+        """``/openapi/v2``: the protobuf form when Accept asks for it (client-go discovery
+        does), else JSON; an ETag, and 304 for a matching If-None-Match."""
+        accept = [r.split(";", 1)[0].strip().lower()
+                  for r in (self.headers.get("Accept") or "").split(",") if r.strip()]
+        pb_types = (openapi.V2_PROTO_ACCEPT, openapi.V2_PROTO_MEDIA)
+        want_pb = any(r in pb_types for r in accept)
+        if not want_pb and accept and not any(
+                r in ("application/json", "*/*", "application/*") for r in accept):
+            raise errors.not_acceptable(["application/json", openapi.V2_PROTO_MEDIA])
+        body, etag = self.api.openapi_v2.render(want_pb)
+        hdrs = {"ETag": etag, "Vary": "Accept", "Cache-Control": "no-cache, private"}
+        if self.headers.get("If-None-Match") == etag:
+            raise Response(304, b"", JSON, hdrs)
+        raise Response(200, body, openapi.V2_PROTO_MEDIA if want_pb else JSON, hdrs)
+
     def _check_accept(self, rt: ResourceType, sub: str | None) -> None:
         """406 NotAcceptable when Accept lists only encodings the simulator never produces
         (protobuf, CBOR), as the apiserver's negotiation answers an Accept it cannot meet.
@@ -804,27 +823,37 @@ class _Handler(BaseHTTPRequestHandler):
         ua = self.agent_full.split(" ", 1)[0]
         return ua.split("/", 1)[0] if ua else "unknown"
 
-    def _validate_fields(self, rt: ResourceType, obj: Obj) -> list[str]:
-        """fieldValidation for CRs (pruning unknown fields); returns warnings."""
+    def _validate_fields(self, rt: ResourceType, obj: Obj, patch: bool = False) -> list[str]:
+        """fieldValidation: decode the body as the apiserver does (a custom resource: ObjectMeta,
+        pruning, nulls, defaults; a built-in kind: the fields of its Go type); unknown fields
+        are a 400 when Strict, warnings when Warn (the default), silently dropped when
+        Ignore."""
         mode = self.q.get("fieldValidation") or "Warn"
         strat = rt.strategy
-        unknown: list[str] = []
-        if rt.custom and rt.schema is not None:
-            from .strategies import prune_unknown
-
-            unknown = prune_unknown(obj, rt.schema)
+        if not rt.custom:
+            msg = protobuf.message_for(rt.api_version, rt.kind)
+            unknown = [] if msg is None else sorted(openapi.unknown_builtin_fields(obj, msg))
+        elif hasattr(strat, "decode"):
+            unknown = strat.decode(obj, track=mode != "Ignore")
+        else:
+            return []
         if unknown and mode == "Strict":
-            text = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise errors.bad_request(f"strict decoding error: {text}")
+            text = "strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown)
+            if not patch:  # handlers.transformDecodeError
+                text = (f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                        f"{text}")
+            raise errors.bad_request(text)
         if unknown and mode == "Warn":
             return [f'unknown field "{u}"' for u in unknown]
-        _ = strat
         return []
 
     def _reply(self, code: int, rt: ResourceType, obj: Obj, warnings: list[str]) -> None:
         hdrs = {}
         if warnings:
-            hdrs["Warning"] = ", ".join(f'299 - "{w}"' for w in warnings[:5])
+            # net.NewWarningHeader: the text quoted, '"' and '\\' escaped
+            hdrs["Warning"] = ", ".join(
+                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                for w in warnings[:5])
         raise Response(code, self._render(rt, obj), JSON, hdrs)
 
     def _create(self, rt: ResourceType, ns: str | None, info: routing.RequestInfo, body: bytes,
@@ -1098,7 +1127,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise errors.bad_request(
                     f"the name of the object ({nmd['name']}) does not match the name on "
                     f"the URL ({name})")
-            warnings.extend(self._validate_fields(rt, new))
+            warnings.extend(self._validate_fields(rt, new, patch=True))
             managed.on_update(rt, cur, new, manager, status_sub)
             return new
 

@@ -262,7 +262,8 @@ class Store:
             raise err
         return namespace
 
-    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None,
+                  subresource: str | None = None) -> None:
         md = obj["metadata"]
         name = md.get("name", "")
         causes: list[dict[str, str]] = []
@@ -294,7 +295,7 @@ class Store:
             if old is None and hasattr(strat, "validate"):
                 causes.extend(strat.validate(obj))
             elif old is not None and hasattr(strat, "validate_update"):
-                causes.extend(strat.validate_update(obj, old))
+                causes.extend(strat.validate_update(obj, old, subresource))
         if causes:
             raise errors.invalid(rt.kind, rt.group, name, causes)
 
@@ -448,6 +449,34 @@ class Store:
             self._emit("ADDED", rt, obj, None, rv)
             return obj
 
+    def _redecode_crs(self, crd: Obj, old_crd: Obj) -> None:
+        """After a CRD's schemas change, stored custom resources read as the apiserver reads
+        them from etcd: decoded (pruned, defaulted) with the new schema. The stored version
+        changes, its resourceVersion does not (etcd holds the same bytes)."""
+        def schemas(c: Obj) -> Any:
+            return [(v.get("name"), v.get("schema")) for v in (c.get("spec") or {}).get(
+                "versions") or []]
+
+        if schemas(crd) == schemas(old_crd):
+            return
+        spec = crd.get("spec") or {}
+        key = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+        bucket = self._data.get(key)
+        if not bucket:
+            return
+        for k, obj in list(bucket.items()):
+            rt = self.registry.by_kind(obj.get("apiVersion", ""), obj.get("kind", ""))
+            strat = rt.strategy if rt is not None else None
+            if strat is None or not hasattr(strat, "decode"):
+                continue
+            fresh = json_copy(obj)
+            try:
+                strat.decode(fresh)
+            except errors.ApiError:
+                continue
+            if fresh != obj:
+                bucket[k] = fresh
+
     def _crd_established(self, crd: Obj) -> None:
         """Serve a CRD at once and report it Established (what the CRD controller does)."""
         self.registry.add_crd(crd)
@@ -569,6 +598,10 @@ class Store:
                         "no new finalizers can be added if the object is being deleted")])
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
+        strat = rt.strategy
+        if strat is not None and hasattr(strat, "coerce_update"):
+            # a custom resource is decoded (pruned, defaulted) before the update rules run
+            strat.coerce_update(new, old, subresource)
         md = new["metadata"]
         md["resourceVersion"] = omd["resourceVersion"]
         if rt.tracks_generation:
@@ -584,12 +617,13 @@ class Store:
             md.pop("finalizers", None)
         if new == old:  # no-op: no new resourceVersion, no event
             return json_copy(old) if copy_result else old
-        self._validate(rt, new, old)
+        self._validate(rt, new, old, subresource)
         self._admit("UPDATE", rt, new, old, subresource)
         if dry_run:
             return json_copy(new) if copy_result else new
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions") and subresource is None:
             self.registry.add_crd(new)
+            self._redecode_crs(new, old)
         _share_unchanged(new, old)
         rv = self._next_rv()
         md["resourceVersion"] = str(rv)

@@ -15,7 +15,7 @@ import threading
 import uuid
 from typing import Any
 
-from . import errors
+from . import crdschema, errors
 from .jsoncopy import json_copy
 
 Obj = dict[str, Any]
@@ -34,7 +34,7 @@ class Strategy:
     def validate(self, obj: Obj) -> Causes:
         return []
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         return []
 
 
@@ -126,7 +126,7 @@ class PodStrategy(Strategy):
                 causes.append(errors.field_required(f"spec.containers[{i}].image"))
         return causes
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
         if ospec == nspec:
             return []
@@ -240,7 +240,7 @@ class ServiceStrategy(Strategy):
                 p.setdefault("protocol", "TCP")
                 p.setdefault("targetPort", p.get("port"))
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         o = (old.get("spec") or {}).get("clusterIP")
         n = (new.get("spec") or {}).get("clusterIP")
         if o and n and o != n:
@@ -290,7 +290,7 @@ class DeploymentStrategy(Strategy):
     def validate(self, obj: Obj) -> Causes:
         return _selector_matches_template(obj.get("spec") or {})
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
             return [errors.field_invalid("spec.selector", (new.get("spec") or {}).get(
                 "selector"), "field is immutable")]
@@ -317,7 +317,7 @@ class WorkloadStrategy(Strategy):
     def validate(self, obj: Obj) -> Causes:
         return _selector_matches_template(obj.get("spec") or {})
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
             return [errors.field_invalid("spec.selector", (new.get("spec") or {}).get(
                 "selector"), "field is immutable")]
@@ -367,7 +367,7 @@ class JobStrategy(Strategy):
                                                    dict):
             _template_defaults(new["spec"]["template"])
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         ns, os_ = new.get("spec") or {}, old.get("spec") or {}
         if ns.get("template") != os_.get("template") and not os_.get("suspend"):
             return [errors.field_invalid("spec.template", ns.get("template"),
@@ -424,7 +424,7 @@ class CRDStrategy(Strategy):
                                                "storage version"))
         return causes
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
         causes = self.validate(new)
         o, n = old.get("spec") or {}, new.get("spec") or {}
         if o.get("group") != n.get("group"):
@@ -434,177 +434,120 @@ class CRDStrategy(Strategy):
 
 
 class CustomResourceStrategy(Strategy):
-    """Defaults and type checks from the CRD's structural schema."""
+    """customResourceStrategy / statusStrategy of apiextensions-apiserver v0.35.4 plus the
+    decoding the CR handler does first (see :mod:`.crdschema`). The schema is compiled on first
+    use, once per CRD generation (a changed CRD gets a new strategy)."""
 
-    def __init__(self, schema: Obj | None, kind: str) -> None:
+    def __init__(self, schema: Obj | None, kind: str, group: str = "") -> None:
         self.schema = schema
         self.kind = kind
+        self.group = group
+        self._root: crdschema.Node | None = None
+        self._compiled = False
+
+    @property
+    def root(self) -> crdschema.Node | None:
+        if not self._compiled:
+            self._root = crdschema.compile_schema(self.schema)
+            self._compiled = True
+        return self._root
+
+    def decode(self, obj: Obj, track: bool = False,
+               skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
+        """Prune, drop non-nullable nulls, coerce embedded metadata, then default (in place);
+        the unknown field paths when ``track``. ``skip``: top-level keys taken unchanged from
+        the stored object."""
+        root = self.root
+        try:
+            unknown = crdschema.coerce(obj, root, track, skip)
+        except crdschema.CoerceError as exc:
+            raise errors.bad_request(str(exc)) from exc
+        crdschema.default_object(obj, root, skip)
+        return unknown
 
     def prepare_for_create(self, obj: Obj) -> None:
-        if self.schema:
-            apply_defaults(obj, self.schema)
+        self.decode(obj)
 
-    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
-        if self.schema:
-            apply_defaults(new, self.schema)
+    def coerce_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        """Decoding of the written object, before the status and generation rules; parts that
+        are the stored object's own (shared, already decoded) are left alone."""
+        skip = {k for k, v in new.items() if old.get(k, _NO) is v}
+        self.decode(new, skip=skip)
+
+    def _check(self, obj: Obj, old: Obj | None) -> Causes:
+        root = self.root
+        if root is None:
+            return []
+        errs = crdschema.Errors()
+        crdschema.validate(obj, root, "", errs, old if old is not None else crdschema._MISSING)
+        crdschema.validate_embedded(obj, root, "", errs)
+        if old is None or not root.sub_listtype:
+            crdschema.validate_list_types(obj, root, "", errs)
+        else:  # ratcheting: only when the old object had no such duplicates
+            before = crdschema.Errors()
+            crdschema.validate_list_types(old, root, "", before)
+            if not before.causes:
+                crdschema.validate_list_types(obj, root, "", errs)
+        return errs.causes
 
     def validate(self, obj: Obj) -> Causes:
-        return validate_schema(obj, self.schema) if self.schema else []
+        return self._check(obj, None)
 
-    def validate_update(self, new: Obj, old: Obj) -> Causes:
-        return validate_schema(new, self.schema) if self.schema else []
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None = None) -> Causes:
+        if subresource != "status":
+            return self._check(new, old)
+        # statusStrategy: only status, against the status schema (messages relative to it)
+        root = self.root
+        node = (root.props or {}).get("status") if root is not None else None
+        if node is None or "status" not in new:
+            return []
+        errs = crdschema.Errors("status")
+        crdschema.validate(new["status"], node, "", errs, old.get("status", crdschema._MISSING))
+        if node.sub_listtype:
+            before = crdschema.Errors("status")
+            crdschema.validate_list_types(old.get("status"), node, "", before)
+            if not before.causes:
+                crdschema.validate_list_types(new["status"], node, "", errs)
+        return errs.causes
+
+
+_NO = object()
+_COMPILED: dict[int, tuple[Any, crdschema.Node | None]] = {}
+
+
+def _compiled(schema: Obj) -> crdschema.Node | None:
+    hit = _COMPILED.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_COMPILED) > 512:
+            _COMPILED.clear()
+        hit = (schema, crdschema.compile_schema(schema))
+        _COMPILED[id(schema)] = hit
+    return hit[1]
 
 
 # ------------------------------------------------------------------ structural schemas
 def prune_unknown(obj: Any, schema: Obj, path: str = "") -> list[str]:
-    """Drop fields the schema does not declare (in place); returns their paths."""
-    out: list[str] = []
-    if not isinstance(schema, dict):
-        return out
-    if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
-        return out
-    if isinstance(obj, dict):
-        props = schema.get("properties")
-        addl = schema.get("additionalProperties")
-        if props is None and addl is None:
-            return out
-        for k in list(obj):
-            if path == "" and k in ("apiVersion", "kind", "metadata"):
-                continue
-            sub = (props or {}).get(k)
-            if sub is None and isinstance(addl, dict):
-                sub = addl
-            if sub is None:
-                if addl is True or schema.get("x-kubernetes-preserve-unknown-fields"):
-                    continue
-                out.append(f"{path}.{k}".lstrip("."))
-                del obj[k]
-                continue
-            out.extend(prune_unknown(obj[k], sub, f"{path}.{k}"))
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, it in enumerate(obj):
-            out.extend(prune_unknown(it, schema["items"], f"{path}[{i}]"))
-    return out
+    """Decode ``obj`` (a whole custom resource) as the CR handler does: ObjectMeta, pruning,
+    non-nullable nulls, embedded metadata (in place); returns the unknown field paths."""
+    try:
+        return crdschema.coerce(obj, _compiled(schema), True)
+    except crdschema.CoerceError as exc:
+        raise errors.bad_request(str(exc)) from exc
 
 
 def apply_defaults(obj: Any, schema: Obj) -> None:
-    """Fill in schema defaults. ``obj`` itself is changed in place; nested dicts and lists
-    that need a default are replaced by defaulted copies, never changed in place (they may be
-    shared with the stored object, see ``Store._commit_update``)."""
-    if not isinstance(schema, dict):
-        return
-    if isinstance(obj, dict):
-        for k, sub in (schema.get("properties") or {}).items():
-            if not isinstance(sub, dict):
-                continue
-            if k not in obj and "default" in sub:
-                obj[k] = json_copy(sub["default"])
-            if k in obj:
-                val = _defaulted(obj[k], sub)
-                if val is not obj[k]:
-                    obj[k] = val
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, it in enumerate(obj):
-            val = _defaulted(it, schema["items"])
-            if val is not it:
-                obj[i] = val
-
-
-def _defaulted(obj: Any, schema: Obj) -> Any:
-    """``obj`` with the schema's defaults: ``obj`` itself when nothing is missing, else a
-    copy (copy-on-write, ``obj`` is not changed)."""
-    if not isinstance(schema, dict):
-        return obj
-    out = obj
-    if isinstance(obj, dict):
-        for k, sub in (schema.get("properties") or {}).items():
-            if not isinstance(sub, dict):
-                continue
-            if k not in out and "default" in sub:
-                if out is obj:
-                    out = dict(obj)
-                out[k] = json_copy(sub["default"])
-            if k in out:
-                val = _defaulted(out[k], sub)
-                if val is not out[k]:
-                    if out is obj:
-                        out = dict(obj)
-                    out[k] = val
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, it in enumerate(obj):
-            val = _defaulted(it, schema["items"])
-            if val is not it:
-                if out is obj:
-                    out = list(obj)
-                out[i] = val
-    return out
-
-
-_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+    """Fill in the schema's defaults (in place)."""
+    crdschema.default(obj, _compiled(schema))
 
 
 def validate_schema(obj: Any, schema: Obj, path: str = "") -> Causes:
-    causes: Causes = []
-    if not isinstance(schema, dict):
-        return causes
-    if path == "":
-        for k in ("apiVersion", "kind", "metadata"):
-            pass
-    typ = schema.get("type")
-    name = path.lstrip(".") or "<root>"
-    if obj is None:
-        if schema.get("nullable"):
-            return causes
-        if typ is not None and path:
-            causes.append(errors.field_invalid(name, None, f"{name} in body must be of type "
-                                               f"{typ}: \"null\""))
-        return causes
-    int_or_string = schema.get("x-kubernetes-int-or-string")
-    if int_or_string:
-        if not isinstance(obj, (int, str)) or isinstance(obj, bool):
-            causes.append(errors.field_invalid(name, obj, "must be an integer or a string"))
-        return causes
-    if typ == "integer":
-        ok = isinstance(obj, int) and not isinstance(obj, bool)
-    elif typ == "number":
-        ok = isinstance(obj, (int, float)) and not isinstance(obj, bool)
-    elif typ in _TYPES:
-        ok = isinstance(obj, _TYPES[typ])
-    else:
-        ok = True
-    if not ok:
-        got = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-               float: "number"}.get(type(obj), "unknown")
-        causes.append(errors.field_invalid(name, obj, f"{name} in body must be of type {typ}: "
-                                                      f"\"{got}\""))
-        return causes
-    if "enum" in schema and obj not in schema["enum"]:
-        vals = ", ".join(f'"{v}"' for v in schema["enum"])
-        causes.append({"reason": "FieldValueNotSupported", "field": name,
-                       "message": f"Unsupported value: \"{obj}\": supported values: {vals}"})
-    if isinstance(obj, dict):
-        for req in schema.get("required") or []:
-            if req not in obj:
-                causes.append(errors.field_required(f"{path}.{req}".lstrip(".")))
-        for k, sub in (schema.get("properties") or {}).items():
-            if k in obj and not (path == "" and k == "metadata"):
-                causes.extend(validate_schema(obj[k], sub, f"{path}.{k}"))
-        addl = schema.get("additionalProperties")
-        if isinstance(addl, dict):
-            for k, v in obj.items():
-                if k not in (schema.get("properties") or {}):
-                    causes.extend(validate_schema(v, addl, f"{path}.{k}"))
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, it in enumerate(obj):
-            causes.extend(validate_schema(it, schema["items"], f"{path}[{i}]"))
-    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        if "minimum" in schema and obj < schema["minimum"]:
-            causes.append(errors.field_invalid(name, obj, f"{name} in body should be greater "
-                                               f"than or equal to {schema['minimum']}"))
-        if "maximum" in schema and obj > schema["maximum"]:
-            causes.append(errors.field_invalid(name, obj, f"{name} in body should be less than "
-                                               f"or equal to {schema['maximum']}"))
-    return causes
+    """The schema's validation errors for ``obj`` (a create: no ratcheting)."""
+    root = _compiled(schema)
+    if root is None:
+        return []
+    errs = crdschema.Errors()
+    crdschema.validate(obj, root, path, errs)
+    return errs.causes
 
 
 class SecretStrategy(Strategy):

@@ -1,7 +1,8 @@
 """Helpers shared by the simulated upgrade machinery (``suc``, ``charts``, ``rancher``).
 
-* :func:`install_crds` serves the CRDs of ``harvester_sim/crds/<file>`` (create if absent,
-  through the API like ``kubectl apply`` would).
+* :func:`install_crds` serves the cluster release's upstream CRDs of some groups (create if
+  absent, through the API like ``kubectl apply`` would); :func:`switch_crds` replaces a
+  component's CRDs by another release's, as a chart upgrade does (``harvester_sim.crds``).
 * :class:`TaskRunner` runs controller work written as generators on the runtime thread: a
   task ``yield``s either a number of simulated seconds to sleep or a predicate
   ``() -> bool`` to wait for (re-checked whenever the owner calls :meth:`TaskRunner.kick`,
@@ -13,35 +14,74 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from ..client import ApiError, Client
 
 log = logging.getLogger("harvester_sim.upgrade")
 
-CRD_DIR = Path(__file__).resolve().parent.parent / "crds"
-
 Step = float | int | Callable[[], bool]
 TaskGen = Generator[Step, None, None]
 
 
-def install_crds(client: Client, *files: str) -> None:
-    for fn in files:
-        path = CRD_DIR / fn
-        if not path.exists():
-            continue
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not doc:
-                continue
-            if client.try_get(doc["apiVersion"], doc["kind"], doc["metadata"]["name"]) is None:
-                try:
-                    client.create(doc)
-                except ApiError as exc:
-                    if exc.code != 409:
-                        raise
+def crd_release(world: Any) -> Any:
+    """The release whose CRDs the cluster started with (set by the scenario loader from the
+    installed release; else the scenario default's)."""
+    rel = world.extras.get("crd_release")
+    if rel is not None:
+        return rel
+    from ..scenarios.loader import DEFAULT_INSTALLED
+
+    return release_for(world, DEFAULT_INSTALLED)
+
+
+def install_crds(world: Any, client: Client, *groups: str) -> None:
+    """Serve the cluster release's CRDs of ``groups`` that are not served yet (create, like
+    ``kubectl apply`` of a missing CRD)."""
+    from .. import crds
+
+    rel = crd_release(world)
+    if rel is None:
+        return
+    for doc in crds.crds_for_groups(rel, groups):
+        if client.try_get(doc["apiVersion"], doc["kind"], doc["metadata"]["name"]) is None:
+            try:
+                client.create(doc)
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+
+
+def switch_crds(world: Any, client: Client, release: Any, step: str) -> list[str]:
+    """Replace the CRDs that upgrade ``step`` (``harvester-crd``, ``harvester``, ``rancher``
+    in :data:`harvester_sim.crds.CHART_COMPONENTS`) installs by those of ``release``, as a
+    chart upgrade (or Rancher's start-up) applies them: create missing, update changed.
+    Returns the names of the CRDs written."""
+    from .. import crds
+
+    written: list[str] = []
+    for doc in crds.crds_for(release, crds.CHART_COMPONENTS[step]):
+        name = doc["metadata"]["name"]
+        cur = client.try_get(doc["apiVersion"], doc["kind"], name)
+        if cur is None:
+            client.create(doc)
+            written.append(name)
+        elif cur.get("spec") != doc["spec"] or crds.source_of(cur) != crds.source_of(doc):
+            def fn(o: dict[str, Any], doc: dict[str, Any] = doc) -> dict[str, Any]:
+                o["spec"] = doc["spec"]
+                o["metadata"].setdefault("annotations", {})[crds.SOURCE_ANNOTATION] = \
+                    crds.source_of(doc)
+                return o
+
+            client.modify(doc["apiVersion"], doc["kind"], name, fn)
+            written.append(name)
+    served = dict(world.extras.get("crd_components") or {})
+    served.update({c: crds.component_files(release)[c] for c in crds.CHART_COMPONENTS[step]})
+    world.extras["crd_components"] = served
+    if written:
+        world.timeline.record("crds_switched", step=step, release=release.version,
+                              crds=len(written))
+    return written
 
 
 def now_ts(world: Any) -> str:

@@ -11,6 +11,9 @@
   (same repositories, tags from the release catalog) and the workload controllers roll
   them; after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
   ``Ready=True`` with ``summary.ready=1``. Span ``chart_rollout`` per chart.
+* the ``harvester-crd`` chart's rollout replaces the harvesterhci.io CRDs by those of the
+  chart's release, the ``harvester`` chart's the kubevirt.io and longhorn.io ones
+  (``_upgrade_util.switch_crds``), as the real chart upgrade does.
 * fault ``chart_stuck`` (target ``chart``): the chart never becomes Ready again.
 
 At setup, the Harvester system workloads (above, plus Deployment ``rancher`` in
@@ -25,6 +28,7 @@ import logging
 from typing import Any
 
 from ..client import ApiError
+from ..crds import CHART_COMPONENTS
 from ._upgrade_util import (
     TaskGen,
     TaskRunner,
@@ -34,6 +38,7 @@ from ._upgrade_util import (
     release_for,
     release_images,
     set_condition,
+    switch_crds,
 )
 
 log = logging.getLogger("harvester_sim.charts")
@@ -60,7 +65,7 @@ class ChartsController:
         self.world = world
         self.client = world.client_for("fleet-agent")
         self.tasks = TaskRunner(world, poll_s=2.0)
-        install_crds(self.client, "management.cattle.io.yaml", "fleet.cattle.io.yaml")
+        install_crds(world, self.client, "management.cattle.io", "fleet.cattle.io")
         self.ensure_objects()
         world.runtime.on("management.cattle.io", "managedcharts", self._on_chart)
         world.runtime.on("apps", "deployments", self._on_workload)
@@ -116,6 +121,7 @@ class ChartsController:
             for name in HARVESTER_DAEMONSETS:
                 img = self._image_for(version, f"rancher/{name}", "v0.3.1")
                 self._create(self._daemonset(HARVESTER_NS, name, img))
+            self._create(self._harvester_service())
         rancher = str(rel.get("rancher") or "")
         if rancher and c.try_get("v1", "Namespace", "cattle-system") is not None:
             img = self._image_for(version, "rancher/rancher", rancher)
@@ -142,13 +148,31 @@ class ChartsController:
 
     @staticmethod
     def _pod_template(name: str, image: str) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": name, "image": image,
+                                     "resources": {"requests": {"cpu": "100m",
+                                                                "memory": "128Mi"}}}
+        if name == "harvester":
+            # deploy/charts/harvester/templates/deployment.yaml (httpsPort 8443)
+            container["ports"] = [{"containerPort": 8443, "name": "https", "protocol": "TCP"}]
         return {"metadata": {"labels": {"app.kubernetes.io/name": name,
                                         "app.kubernetes.io/component": "apiserver"
                                         if name == "harvester" else name}},
-                "spec": {"containers": [{"name": name, "image": image,
-                                         "resources": {"requests": {"cpu": "100m",
-                                                                    "memory": "128Mi"}}}],
+                "spec": {"containers": [container],
                          "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}}
+
+    @staticmethod
+    def _harvester_service() -> dict[str, Any]:
+        """Service ``harvester`` of deploy/charts/harvester/templates/service.yaml (v1.6.0;
+        values: ClusterIP, sessionAffinity ClientIP, httpsPort 8443, httpPort 0)."""
+        labels = {"app.kubernetes.io/name": "harvester",
+                  "app.kubernetes.io/component": "apiserver"}
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "harvester", "namespace": HARVESTER_NS,
+                             "labels": {**labels, "app.kubernetes.io/managed-by": "Helm",
+                                        "kubernetes.io/cluster-service": "true"}},
+                "spec": {"type": "ClusterIP", "sessionAffinity": "ClientIP", "selector": labels,
+                         "ports": [{"name": "https", "port": 8443, "protocol": "TCP",
+                                    "targetPort": "https"}]}}
 
     def _deployment(self, ns: str, name: str, image: str, replicas: int) -> dict[str, Any]:
         return {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -342,6 +366,7 @@ class ChartsController:
             yield lambda: False
         workloads = CHART_WORKLOADS.get(name, [])
         app = _app_version(version)
+        self._apply_crds(name, app)
         for kind, ns, wname in workloads:
             self._set_images(kind, ns, wname, app)
         yield self.world.timings.chart_rollout_s
@@ -350,6 +375,19 @@ class ChartsController:
         self.world.timeline.record("span", what="chart_rollout", node="", chart=name,
                                    start=t0, end=self.world.clock.now())
         self.world.timeline.record("chart_ready", chart=name, version=version)
+
+
+    def _apply_crds(self, chart: str, version: str) -> None:
+        """The chart's CRDs at ``version``: the harvester-crd chart carries the
+        harvesterhci.io ones; the harvester chart's kubevirt-operator and longhorn subcharts
+        bring KubeVirt's (virt-operator creates them) and Longhorn's."""
+        if chart not in CHART_COMPONENTS:
+            return
+        rel = release_for(self.world, version)
+        if rel is None:
+            log.warning("chart %s %s: release unknown, CRDs left as they are", chart, version)
+            return
+        switch_crds(self.world, self.client, rel, chart)
 
 
 def setup(world: Any) -> ChartsController:

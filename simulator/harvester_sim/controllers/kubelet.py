@@ -9,10 +9,23 @@ its Lease in ``kube-node-lease``, reports status only when something changes or 
 
 Pods bound to a node run here: Pending (ContainerCreating, image pull when the image is not
 in ``status.images``: size / ``timings.image_pull_mib_s``) -> init containers in order ->
-Running -> each container runs its program from ``programs.base.REGISTRY`` (unknown images
-run forever) -> Succeeded/Failed with exit codes; restartPolicy Always/OnFailure restarts
-containers with a back-off. Deleting a pod stops its programs and, after
-``min(grace, timings.pod_stop_s)``, sends the final delete.
+Running -> each container runs its program from ``programs.base.REGISTRY`` -> Succeeded/
+Failed with exit codes; restartPolicy Always/OnFailure restarts containers with a back-off.
+Readiness probes (``httpGet``/``tcpSocket``) are run against the HTTP handler the pod's
+program registered for the port (``world.proxies``), with ``initialDelaySeconds``,
+``periodSeconds``, ``successThreshold`` and ``failureThreshold`` as kubelet's prober
+(kubernetes/kubernetes ``pkg/kubelet/prober``, release-1.30) applies them.
+
+A container whose program is not modelled does not hang: a run-to-completion container
+(init container, Job pod, a pod with restartPolicy Never/OnFailure) exits 0 after
+``timings.short_program_s``; a serving one (owned by a ReplicaSet/DaemonSet/StatefulSet,
+restartPolicy Always, or a command that loops forever) keeps running. Each gets a Warning
+``ProgramNotModelled`` event naming image and command, and is listed in
+:meth:`Kubelet.unmodelled_programs` (the run report's ``unmodelled_programs``).
+
+Deleting a pod sends SIGTERM: modelled programs stop at once (the pod is gone after
+``min(grace, timings.pod_stop_s)``); a running unmodelled program is killed when the grace
+period (``deletionGracePeriodSeconds``) ends, as kubelet does.
 
 API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
 :meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
@@ -31,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..api import errors
+from ..programs import daemons, harvester_server, podfs, upgrade_repo  # noqa: F401 - register
 from ..programs.base import REGISTRY, ProgramContext
 from . import podutil as pu
 
@@ -76,6 +90,10 @@ KUBELET_CONFIG = {
     "clusterDomain": "cluster.local", "clusterDNS": ["10.53.0.10"],
     "serializeImagePulls": True, "shutdownGracePeriod": "0s",
 }
+NOT_MODELLED_REASON = "ProgramNotModelled"
+# commands that never end by themselves (a serving container even in a Job pod)
+LONG_RUNNING_MARKERS = ("sleep infinity", "while true", "while :", "tail -f",
+                        "daemon off", "sleep 2147483647")
 GNS_REASON = "Terminated"
 GNS_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 
@@ -116,6 +134,10 @@ class ContainerRun:
     gen: Any = None
     timer: Any = None
     container_id: str = ""
+    program: str = ""              # name of the modelled program ("" if none)
+    unmodelled: str = ""           # "short" | "serving" when no program is modelled
+    probe_ok: int = 0
+    probe_fail: int = 0
 
 
 @dataclass
@@ -183,6 +205,7 @@ class Kubelet:
         self.image_sizes: dict[str, int] = {
             normalize_image(k): int(v) for k, v in (world.extras.get("image_sizes") or {}).items()}
         self.stats = {"pods_started": 0, "pods_killed": 0, "image_pulls": 0, "reboots": 0}
+        self.unmodelled: dict[tuple[str, str, str], dict[str, Any]] = {}
         world.extras["pod_logs"] = self.pod_logs
         self.nodes_inf.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)
@@ -653,6 +676,7 @@ class Kubelet:
             if run is not None:
                 self._stop_run(run)
             self.done_uids.discard(obj["metadata"].get("uid", ""))
+            podfs.drop_pod(self.world, obj["metadata"].get("uid", ""))
             for c in (obj.get("spec") or {}).get("initContainers") or []:
                 self.logs.pop((key[0], key[1], c.get("name", "")), None)
             for c in (obj.get("spec") or {}).get("containers") or []:
@@ -696,11 +720,13 @@ class Kubelet:
 
     def _begin_stop(self, run: PodRun, pod: dict[str, Any]) -> None:
         run.stopping = True
+        # SIGTERM: a program that is not modelled is killed when the grace period ends
+        lingering = any(c.state == "running" and c.unmodelled for c in run.all())
         self._stop_run(run)
         grace = pod["metadata"].get("deletionGracePeriodSeconds")
-        delay = self.timings.pod_stop_s
-        if grace is not None:
-            delay = min(float(grace), delay)
+        if grace is None:
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        delay = float(grace) if lingering else min(float(grace), self.timings.pod_stop_s)
         key, uid = run.key, run.uid
         self._after(delay, lambda: self._final_delete(key, uid))
 
@@ -796,20 +822,78 @@ class Kubelet:
         c.container_id = "containerd://" + hashlib.sha256(
             f"{run.uid}/{c.name}/{c.restarts}".encode()).hexdigest()
         probe = c.spec.get("readinessProbe") or {}
-        delay = float(probe.get("initialDelaySeconds") or 0)
+        c.probe_ok = c.probe_fail = 0
+        self._run_program(run, c)
         if c.init:
             c.ready = False
-        elif delay > 0:
+        elif probe:
             c.ready = False
-
-            def ready(c: ContainerRun = c) -> None:
-                if c.state == "running":
-                    c.ready = True
-                    self._mark_pod(run.key)
-            run.timers.append(self._after(delay, ready))
+            delay = float(probe.get("initialDelaySeconds") or 0)
+            restarts = c.restarts
+            run.timers.append(self._after(delay, lambda: self._probe(run, c, restarts)))
         else:
             c.ready = True
-        self._run_program(run, c)
+
+    # ------------------------------------------------------------------ readiness probes
+    def _probe(self, run: PodRun, c: ContainerRun, restarts: int) -> None:
+        if self.runs.get(run.key) is not run or run.stopping or c.state != "running" or \
+                c.restarts != restarts:
+            return
+        probe = c.spec.get("readinessProbe") or {}
+        ok, detail = self._probe_once(run, c, probe)
+        if ok is None:
+            # an unmodelled server (or a probe kind we cannot run): assumed to pass
+            if not c.ready:
+                c.ready = True
+                self._mark_pod(run.key)
+            return
+        if ok:
+            c.probe_ok += 1
+            c.probe_fail = 0
+            if not c.ready and c.probe_ok >= int(probe.get("successThreshold") or 1):
+                c.ready = True
+                self._mark_pod(run.key)
+        else:
+            c.probe_fail += 1
+            c.probe_ok = 0
+            self._pod_event(run, "Warning", "Unhealthy", f"Readiness probe failed: {detail}")
+            if c.ready and c.probe_fail >= int(probe.get("failureThreshold") or 3):
+                c.ready = False
+                self._mark_pod(run.key)
+        period = float(probe.get("periodSeconds") or 10)
+        run.timers.append(self._after(period, lambda: self._probe(run, c, restarts)))
+
+    def _probe_once(self, run: PodRun, c: ContainerRun, probe: dict[str, Any]
+                    ) -> tuple[bool | None, str]:
+        """(passed, failure text); passed None when the probe cannot be judged here."""
+        action = probe.get("httpGet") or probe.get("tcpSocket")
+        if action is None:
+            return None, ""   # exec/grpc probes: the simulated programs answer no commands
+        port = action.get("port")
+        if isinstance(port, str) and not port.isdigit():
+            port = next((cp.get("containerPort") for cp in c.spec.get("ports") or []
+                         if cp.get("name") == port), None)
+        if port is None:
+            return False, f"strconv.Atoi: parsing {action.get('port')!r}: invalid syntax"
+        handler = self.world.proxies.pod_handler(run.key[0], run.key[1], int(port))
+        if handler is None:
+            if not c.program:
+                return None, ""
+            verb = "Get" if "httpGet" in probe else "dial tcp"
+            return False, (f'{verb} "http://{run.ip}:{port}{action.get("path", "")}": dial tcp '
+                           f"{run.ip}:{port}: connect: connection refused"
+                           if "httpGet" in probe else
+                           f"dial tcp {run.ip}:{port}: connect: connection refused")
+        if "tcpSocket" in probe:
+            return True, ""
+        path = str(action.get("path") or "/")
+        try:
+            status, _, _ = handler("GET", path, "", {"User-Agent": "kube-probe/1.30"}, b"")
+        except Exception as exc:  # noqa: BLE001 - a crashing server fails the probe
+            return False, f"Get \"http://{run.ip}:{port}{path}\": {exc}"
+        if 200 <= int(status) < 400:
+            return True, ""
+        return False, f"HTTP probe failed with statuscode: {status}"
 
     def _run_program(self, run: PodRun, c: ContainerRun) -> None:
         ctx = self._fault_ctx(run, c)
@@ -829,8 +913,11 @@ class Kubelet:
         found = REGISTRY.find(c.image, list(c.spec.get("command") or []),
                               list(c.spec.get("args") or []))
         if found is None:
-            return  # unknown images run forever (long-running services)
+            self._unmodelled(run, c)
+            return
         name, program = found
+        c.program = name
+        c.unmodelled = ""
         pctx = ProgramContext(world=self.world, client=self.world.client_for(f"program/{name}"),
                               pod=run.pod, container=c.spec, node=run.node,
                               env=self._env(run, c), started_at=self.world.clock.now())
@@ -842,6 +929,45 @@ class Kubelet:
             c.timer = self._after(0.0, lambda: self._container_exited(run, c, 1))
             return
         c.timer = self._after(0.0, lambda: self._step(run, c))
+
+    def _unmodelled(self, run: PodRun, c: ContainerRun) -> None:
+        """No program models this container: end it like a short program, or keep it
+        serving, and say so (pod event, report)."""
+        argv = list(c.spec.get("command") or []) + list(c.spec.get("args") or [])
+        text = " ".join(argv)
+        ref = pu.controller_ref(run.pod) or {}
+        policy = (run.pod.get("spec") or {}).get("restartPolicy") or "Always"
+        long_running = any(m in text for m in LONG_RUNNING_MARKERS)
+        if c.init or ((ref.get("kind") == "Job" or policy != "Always") and not long_running):
+            kind = "short"
+        else:
+            kind = "serving"
+        c.program = ""
+        c.unmodelled = kind
+        key = (c.image, json.dumps(argv), kind)
+        entry = self.unmodelled.get(key)
+        if entry is None:
+            entry = self.unmodelled[key] = {
+                "image": c.image, "command": argv, "kind": kind, "containers": 0,
+                "example": f"{run.key[0]}/{run.key[1]}:{c.name}"}
+            self.world.timeline.record("program_not_modelled", image=c.image, command=argv,
+                                       behaviour=kind, pod=f"{run.key[0]}/{run.key[1]}",
+                                       container=c.name)
+        entry["containers"] += 1
+        if c.restarts == 0:
+            what = (f"exits 0 after {self.timings.short_program_s:g}s" if kind == "short"
+                    else "keeps running until stopped")
+            self._pod_event(run, "Warning", NOT_MODELLED_REASON,
+                            f'harvester-sim does not model the program of container "{c.name}"'
+                            f' (image "{c.image}", command {json.dumps(argv)}): it {what}')
+        if kind == "short":
+            self._log(run, c, "harvester-sim: program not modelled, exiting 0")
+            c.timer = self._after(self.timings.short_program_s,
+                                  lambda: self._container_exited(run, c, 0))
+
+    def unmodelled_programs(self) -> list[dict[str, Any]]:
+        """Containers that ran without a modelled program (image, command, kind, count)."""
+        return [dict(v) for _, v in sorted(self.unmodelled.items())]
 
     def _step(self, run: PodRun, c: ContainerRun) -> None:
         c.timer = None

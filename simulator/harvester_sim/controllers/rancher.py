@@ -7,8 +7,9 @@ local``, per node a CAPI ``machines.cluster.x-k8s.io`` (``status.nodeRef``, role
 ``<machine>-machine-plan`` Secret (type ``rke.cattle.io/machine-plan``); Nodes get the
 ``cluster.x-k8s.io/machine`` annotation.
 
-Planner: when ``spec.kubernetesVersion`` (``+``/``-`` forms are equal) differs from a node's
-``kubeletVersion`` the nodes are upgraded tier by tier — the init node, the other
+Planner: when ``spec.kubernetesVersion`` (``+``/``-`` forms are equal) differs from the version
+of the plan a machine last applied (its Machine ``spec.version``; the node's ``kubeletVersion``
+when that is empty) the nodes are upgraded tier by tier — the init node, the other
 etcd/control-plane nodes (``controlPlaneConcurrency``), then worker-only nodes
 (``workerConcurrency``), each tier by machine name; a tier starts when the previous one is
 done. Per node (drain handler, annotations on the machine-plan Secret, ``D`` = JSON of the
@@ -117,12 +118,13 @@ def drain_options_json(opts: dict[str, Any]) -> str:
 
 
 class Entry:
-    __slots__ = ("cp", "etcd", "init", "machine", "node", "worker")
+    __slots__ = ("applied", "cp", "etcd", "init", "machine", "node", "worker")
 
     def __init__(self, machine: str, node: str, etcd: bool, cp: bool, worker: bool,
-                 init: bool) -> None:
+                 init: bool, applied: str = "") -> None:
         self.machine, self.node = machine, node
         self.etcd, self.cp, self.worker, self.init = etcd, cp, worker, init
+        self.applied = applied    # version of the last plan applied (Machine spec.version)
 
 
 class RancherPlanner:
@@ -135,8 +137,8 @@ class RancherPlanner:
         self.started_for = ""                     # desired version the roll was started for
         self.done_for = ""
         self._reconcile_pending = False
-        install_crds(self.client, "provisioning.cattle.io.yaml", "cluster.x-k8s.io.yaml",
-                     "rke.cattle.io.yaml", "management.cattle.io.yaml")
+        install_crds(world, self.client, "provisioning.cattle.io", "cluster.x-k8s.io",
+                     "rke.cattle.io", "management.cattle.io")
         self.ensure_objects()
         rt = world.runtime
         rt.on("provisioning.cattle.io", "clusters", self._on_cluster)
@@ -293,7 +295,8 @@ class RancherPlanner:
                              _is_true(lbl.get("rke.cattle.io/etcd-role")),
                              _is_true(lbl.get("rke.cattle.io/control-plane-role")),
                              _is_true(lbl.get("rke.cattle.io/worker-role")),
-                             _is_true(lbl.get(INIT_LABEL))))
+                             _is_true(lbl.get(INIT_LABEL)),
+                             k8s_version((m.get("spec") or {}).get("version"))))
         return sorted(out, key=lambda e: e.machine)
 
     def _node(self, name: str) -> dict[str, Any] | None:
@@ -303,6 +306,13 @@ class RancherPlanner:
         n = self._node(name)
         return k8s_version((((n or {}).get("status") or {}).get("nodeInfo") or {})
                            .get("kubeletVersion"))
+
+    def _behind(self, e: Entry, desired: str) -> bool:
+        """The planner acts on plans, not on observed versions: a machine is behind when the
+        plan it last applied is for another version (rancher-system-agent re-applies a plan
+        only when it changes, so an RKE2 binary replaced outside Rancher, e.g. by a SUC
+        rke2-upgrade Plan, is left alone)."""
+        return (e.applied or self._kubelet(e.node)) != desired
 
     @staticmethod
     def _ready(node: dict[str, Any] | None) -> bool:
@@ -331,7 +341,7 @@ class RancherPlanner:
         if self._check_stuck(cluster="local"):
             return
         strategy = ((spec.get("rkeConfig") or {}).get("upgradeStrategy")) or {}
-        behind = [e for e in entries if self._kubelet(e.node) != desired]
+        behind = [e for e in entries if self._behind(e, desired)]
         active = [e for e in entries if self.tasks.running(e.machine)]
         if (behind or active) and self.started_for != desired:
             self.started_for = desired
@@ -382,7 +392,7 @@ class RancherPlanner:
 
     def _update_status(self, desired: str, entries: list[Entry]) -> None:
         active = [e for e in entries if self.tasks.running(e.machine)]
-        behind = [e for e in entries if self._kubelet(e.node) != desired]
+        behind = [e for e in entries if self._behind(e, desired)]
         msgs = [self.messages[e.machine] for e in active if self.messages.get(e.machine)]
         all_ready = all(self._ready(self._node(e.node)) for e in entries)
         done = not active and not behind

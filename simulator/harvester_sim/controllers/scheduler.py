@@ -12,6 +12,14 @@ Pods that fit nowhere get ``PodScheduled=False`` reason ``Unschedulable`` with t
 scheduler's message (``0/3 nodes are available: 1 Insufficient memory, 2 node(s) had
 untolerated taint {...}. preemption: ...``) and are retried when nodes change or pods leave.
 
+Volumes (the VolumeBinding plugin, kubernetes/kubernetes ``pkg/scheduler/framework/plugins/
+volumebinding``, release-1.30): a pod whose claim does not exist, is being deleted, or is
+unbound with an ``Immediate`` StorageClass is unschedulable (``persistentvolumeclaim "x" not
+found``, ``pod has unbound immediate PersistentVolumeClaims``); for unbound claims of a
+``WaitForFirstConsumer`` class the scheduler picks the node, annotates the claims with
+``volume.kubernetes.io/selected-node`` (PreBind) and binds the pod once the provisioner and
+PV controller (``controllers/volumes.py``) have bound them. Volume topology is not checked.
+
 ``pick_node(pod_like, exclude=set()) -> str | None`` is the same decision for other
 controllers (KubeVirt migration targets); it does not bind anything.
 """
@@ -56,9 +64,13 @@ class Scheduler:
         self._retry_timer: Any = None
         self._node_facts: dict[str, tuple[dict[str, Any], _NodeFacts]] = {}
         self.bound = 0
+        self.pvcs = pu.informer(world, "v1", "PersistentVolumeClaim")
+        self.scs = pu.informer(world, "storage.k8s.io/v1", "StorageClass")
+        self.waiting: dict[pu.Key, tuple[str, list[str]]] = {}  # pod -> (node, claims)
         for pod in self.pods.all():
             self._account(pod)
         self.pods.add_handler(self._on_pod)
+        self.pvcs.add_handler(self._on_pvc)
         self.nodes.add_handler(self._on_node)
         for pod in self.pods.all():
             self._maybe_queue(pod)
@@ -103,6 +115,7 @@ class Scheduler:
         freed = key in self.accounted
         if type_ == "DELETED":
             self._account(None, key)
+            self.waiting.pop(key, None)
             self.queue.discard(key)
             self.unschedulable.discard(key)
         else:
@@ -118,6 +131,21 @@ class Scheduler:
                 self.queue.discard(key)
                 self.unschedulable.discard(key)
         if freed and key not in self.accounted and self.unschedulable:
+            self._retry_soon()
+
+    def _on_pvc(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if type_ == "DELETED":
+            return
+        bound = bool((obj.get("spec") or {}).get("volumeName"))
+        was = bool(((old or {}).get("spec") or {}).get("volumeName"))
+        if old is not None and bound == was:
+            return
+        ns, name = pu.key_of(obj)
+        for key, (_, claims) in list(self.waiting.items()):
+            if key[0] == ns and name in claims:
+                self.queue.add(key)
+                self._kick()
+        if self.unschedulable:
             self._retry_soon()
 
     def _on_node(self, type_: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -260,16 +288,70 @@ class Scheduler:
                     self.unschedulable.add(key)
                     self._retry_soon()
 
+    def _claims(self, pod: dict[str, Any]) -> tuple[str | None, list[str]]:
+        """VolumeBinding PreFilter: (why the pod cannot be scheduled, unbound
+        WaitForFirstConsumer claims that need a selected node)."""
+        ns = pod["metadata"].get("namespace", "")
+        delayed: list[str] = []
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim:
+                continue
+            pvc = self.pvcs.get(ns, claim)
+            if pvc is None:
+                return f'persistentvolumeclaim "{claim}" not found', []
+            if pu.is_deleting(pvc):
+                return f'persistentvolumeclaim "{claim}" is being deleted', []
+            if (pvc.get("spec") or {}).get("volumeName"):
+                continue
+            sc = self.scs.get("", (pvc.get("spec") or {}).get("storageClassName") or "")
+            if sc is not None and sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+                delayed.append(str(claim))
+                continue
+            return "pod has unbound immediate PersistentVolumeClaims", []
+        return None, delayed
+
     def _schedule_one(self, pod: dict[str, Any]) -> None:
         key = pu.key_of(pod)
+        problem, delayed = self._claims(pod)
+        if problem is not None:
+            self.waiting.pop(key, None)
+            self.unschedulable.add(key)
+            total = len(self.nodes.objs)
+            self._mark_unschedulable(
+                pod, f"0/{total} nodes are available: {problem}. preemption: 0/{total} nodes "
+                f"are available: {total} Preemption is not helpful for scheduling.")
+            return
+        wait = self.waiting.get(key)
+        if wait is not None:
+            if not delayed:
+                del self.waiting[key]
+                self._bind(pod, wait[0])
+            return  # PreBind: waiting for the claims to be bound
         fit, why, total = self.filter(pod)
         if not fit:
             self.unschedulable.add(key)
             self._mark_unschedulable(pod, _message(why, total))
             return
         req = pu.pod_requests(pod)
-        best = min(fit, key=lambda n: self._rank(n, req))
-        self._bind(pod, str(best["metadata"]["name"]))
+        best = str(min(fit, key=lambda n: self._rank(n, req))["metadata"]["name"])
+        if delayed:
+            self.waiting[key] = (best, delayed)
+            self._account({**pod, "spec": {**pod["spec"], "nodeName": best}})  # assumed
+            for claim in delayed:
+                self._select_node(key[0], claim, best)
+            return
+        self._bind(pod, best)
+
+    def _select_node(self, ns: str, claim: str, node: str) -> None:
+        def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+            ann = cur["metadata"].setdefault("annotations", {})
+            if ann.get("volume.kubernetes.io/selected-node") == node:
+                return None
+            ann["volume.kubernetes.io/selected-node"] = node
+            return cur
+        self.pvcs.observe(pu.ignore_missing(lambda: self.client.modify(
+            "v1", "PersistentVolumeClaim", claim, fn, ns)))
 
     def _bind(self, pod: dict[str, Any], node: str) -> None:
         ns, name = pu.key_of(pod)

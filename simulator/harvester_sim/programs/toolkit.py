@@ -28,7 +28,9 @@ from ..controllers._upgrade_util import (
     image_repository,
     k8s_version,
     normalize_image,
+    release_for,
     release_images,
+    switch_crds,
 )
 from .base import REGISTRY, ProgramContext, image_repo
 
@@ -397,10 +399,22 @@ def _upgrade_rancher(ctx: ProgramContext, version: str) -> Prog:
     ctx.client.modify("apps/v1", "Deployment", "rancher", fn, "cattle-system")
     while not _deployment_rolled(ctx, "cattle-system", "rancher"):
         yield 2.0
+    # The new Rancher installs its CRDs at start-up (its own, CAPI's, the fleet bootstrap
+    # ones, and system-upgrade-controller's through the app it deploys).
+    target = _release_of_rancher(ctx, version)
+    if target is not None:
+        switch_crds(ctx.world, ctx.world.client_for("rancher"), target, "rancher")
     ctx.world.timeline.record("span", what="rancher_upgrade", node="", start=t0,
                               end=ctx.world.clock.now())
     ctx.world.timeline.record("rancher_upgraded", version=version)
     return 0
+
+
+def _release_of_rancher(ctx: ProgramContext, rancher: str) -> Any:
+    """The release the UpgradePlan upgrades to, if it ships Rancher ``rancher``."""
+    plan = _plan(ctx)
+    rel = release_for(ctx.world, _meta(plan or {}).get("harvester", ""))
+    return rel if rel is not None and rel.rancher == rancher else None
 
 
 def _chart_ready(ctx: ProgramContext, name: str, prev_gen: int) -> bool:

@@ -30,7 +30,6 @@ from . import objects
 log = logging.getLogger("harvester_sim.scenarios")
 
 HERE = Path(__file__).resolve().parent
-CRD_DIR = HERE.parent / "crds"
 SCHEMA_PATH = HERE / "schema.json"
 
 BASE_NAMESPACES = [
@@ -601,6 +600,14 @@ class _Populator:
         self.created[obj["kind"]] = self.created.get(obj["kind"], 0) + 1
         return out  # type: ignore[no-any-return]
 
+    def set_status(self, api_version: str, kind: str, name: str, namespace: str | None,
+                   status: dict[str, Any]) -> None:
+        """Write a status the API dropped on create (the cluster's history put it there)."""
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            cur["status"] = dict(status)
+            return cur
+        self.client.modify(api_version, kind, name, fn, namespace, "status")
+
     def served(self, api_version: str, kind: str) -> bool:
         return self.client.registry.by_kind(api_version, kind) is not None
 
@@ -619,10 +626,11 @@ class _Populator:
                                                            for w in scn["workloads"]}
         for ns in BASE_NAMESPACES + sorted(extra_ns - set(BASE_NAMESPACES)):
             self.create(objects.namespace(ns))
-        self.crds()
+        self.crds(installed)
         for sc in objects.storage_classes():
             self.create(sc)
         self.create(objects.setting("server-version", installed))
+        self.create(objects.serving_ca_secret())
         self.nodes(rel)
         self.rancher(rel)
         self.versions()
@@ -633,13 +641,18 @@ class _Populator:
                                    nodes=len(scn["nodes"]), vms=len(scn["vms"]),
                                    created=dict(self.created), skipped=dict(self.skipped))
 
-    def crds(self) -> None:
-        if not CRD_DIR.is_dir():
+    def crds(self, installed: str) -> None:
+        """Serve the upstream CRDs of the installed release (``harvester_sim.crds``)."""
+        from .. import crds
+        from ..controllers._upgrade_util import release_for
+
+        rel = release_for(self.world, installed)
+        if rel is None:
             return
-        for f in sorted(CRD_DIR.glob("*.yaml")):
-            for doc in yaml.safe_load_all(f.read_text()):
-                if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                    self.create(doc)
+        self.world.extras["crd_release"] = rel
+        self.world.extras["crd_components"] = crds.component_files(rel)
+        for doc in crds.crds_for(rel):
+            self.create(doc)
 
     def nodes(self, rel: dict[str, Any]) -> None:
         for n in self.scn["nodes"]:
@@ -653,7 +666,9 @@ class _Populator:
         self.create(objects.rancher_cluster(k8s))
         for n in nodes:
             is_init = n["name"] == init
-            self.create(objects.capi_machine(n, is_init, k8s))
+            node = self.client.try_get("v1", "Node", n["name"]) or {}
+            info = (node.get("status") or {}).get("nodeInfo") or {}
+            self.create(objects.capi_machine(n, is_init, k8s, info))
             self.create(objects.custom_machine(n))
             self.create(objects.machine_plan_secret(n, is_init))
         if self.served("management.cattle.io/v3", "ManagedChart"):
@@ -736,13 +751,19 @@ class _Populator:
             claims = []
             running = vm["runStrategy"] in ("Always", "RerunOnFailure", "Once")
             for vol in vm["volumes"]:
+                uid = objects.claim_uid(self.seed, vm["namespace"], vol["name"])
                 pv = objects.pv_name(self.seed, vm["namespace"], vol["name"])
-                self.create(objects.pvc_object(vol["name"], vm["namespace"], vol["size"],
-                                               vol["accessMode"], vol["storageClass"],
-                                               vol["volumeMode"], pv, vm["name"]))
-                self.create(objects.pv_object(pv, vol["name"], vm["namespace"], vol["size"],
-                                              vol["accessMode"], vol["storageClass"],
-                                              vol["volumeMode"], vol["replicas"]))
+                pvc_obj = objects.pvc_object(vol["name"], vm["namespace"], vol["size"],
+                                             vol["accessMode"], vol["storageClass"],
+                                             vol["volumeMode"], pv, vm["name"], uid)
+                pv_obj = objects.pv_object(pv, vol["name"], vm["namespace"], vol["size"],
+                                           vol["accessMode"], vol["storageClass"],
+                                           vol["volumeMode"], vol["replicas"], uid)
+                if self.create(pvc_obj) is not None:
+                    self.set_status("v1", "PersistentVolumeClaim", vol["name"],
+                                    vm["namespace"], pvc_obj["status"])
+                if self.create(pv_obj) is not None:
+                    self.set_status("v1", "PersistentVolume", pv, None, pv_obj["status"])
                 self._volume(pv, vol["name"], vm["namespace"], vol["size"], vol["replicas"],
                              vol["accessMode"], vol["robustness"],
                              vm["initialNode"] if running else None, vm["name"])

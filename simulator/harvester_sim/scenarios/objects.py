@@ -88,6 +88,36 @@ def setting(name: str, value: str, default: str = "") -> Obj:
             "metadata": {"name": name}, "default": default, "value": value}
 
 
+def serving_ca_secret() -> Obj:
+    """Secret ``kube-system/serving-ca``: the CA of the Harvester API's serving certificate,
+    which the Harvester server (rancher/dynamiclistener ``LoadOrGenCAChain`` as vendored by
+    harvester v1.6.0, default CA name ``serving-ca`` in ``kube-system``) creates at start-up.
+    upgrade-toolkit gives its ``tls.crt`` to the repo's ISO downloader."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "dynamic"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, "dynamiclistener-ca")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    crt = cert.public_bytes(serialization.Encoding.PEM)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "serving-ca", "namespace": "kube-system"},
+            "data": {"tls.crt": base64.b64encode(crt).decode(),
+                     "tls.key": base64.b64encode(pem).decode()}}
+
+
 def version(name: str, iso_url: str, checksum: str, release_date: str, min_upgradable: str,
             tags: list[str]) -> Obj:
     return {"apiVersion": "harvesterhci.io/v1beta1", "kind": "Version",
@@ -261,7 +291,13 @@ def machine_labels(node: dict[str, Any], init: bool) -> dict[str, str]:
     return labels
 
 
-def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str) -> Obj:
+def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str,
+                 node_info: dict[str, Any]) -> Obj:
+    """A running CAPI Machine; ``status.nodeInfo`` is the Node's (CAPI copies it) and every
+    condition has ``lastTransitionTime`` (required by the CRD)."""
+    from ..clock import Clock
+
+    now = Clock.timestamp()
     m = node["machine"]
     return {
         "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
@@ -283,8 +319,8 @@ def capi_machine(node: dict[str, Any], init: bool, kubernetes_version: str) -> O
             "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": node["name"]},
             "addresses": [{"type": "InternalIP", "address": node["ip"]},
                           {"type": "Hostname", "address": node["name"]}],
-            "nodeInfo": {"kubeletVersion": kubernetes_version},
-            "conditions": [{"type": t, "status": "True"} for t in
+            "nodeInfo": dict(node_info),
+            "conditions": [{"type": t, "status": "True", "lastTransitionTime": now} for t in
                            ("Ready", "BootstrapReady", "InfrastructureReady", "NodeHealthy")],
         },
     }
@@ -333,12 +369,27 @@ def managed_chart(name: str, chart_version: str, namespace: str) -> Obj:
 
 
 # ------------------------------------------------------------------------ volumes and VMs
+def claim_uid(seed: int, namespace: str, pvc: str) -> str:
+    """The uid a scenario claim gets (pre-assigned, so its PV can be named after it)."""
+    return fake_uuid(seed, "pv", namespace, pvc)
+
+
 def pv_name(seed: int, namespace: str, pvc: str) -> str:
-    return "pvc-" + fake_uuid(seed, "pv", namespace, pvc)
+    """``pvc-<claim uid>``, the name external-provisioner gives a provisioned PV."""
+    return "pvc-" + claim_uid(seed, namespace, pvc)
+
+
+def storage_class_params(name: str) -> dict[str, str]:
+    for sc in storage_classes():
+        if sc["metadata"]["name"] == name:
+            return dict(sc["parameters"])
+    return {}
 
 
 def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_class: str,
-               volume_mode: str, pv: str, owner_vm: str | None) -> Obj:
+               volume_mode: str, pv: str, owner_vm: str | None, uid: str | None = None) -> Obj:
+    """A claim bound long ago, as the PV controller left it (``controllers/volumes.py``);
+    the status is written after the create (the API drops it on create)."""
     md: Obj = {"name": name, "namespace": namespace,
                "annotations": {"pv.kubernetes.io/bind-completed": "yes",
                                "pv.kubernetes.io/bound-by-controller": "yes",
@@ -346,6 +397,8 @@ def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_c
                                    "driver.longhorn.io",
                                "volume.kubernetes.io/storage-provisioner": "driver.longhorn.io"},
                "finalizers": ["kubernetes.io/pvc-protection"]}
+    if uid:
+        md["_preassigned_uid"] = uid
     if owner_vm:
         md["annotations"]["harvesterhci.io/owned-by"] = json.dumps(
             [{"schema": "kubevirt.io.virtualmachine", "refs": [f"{namespace}/{owner_vm}"]}])
@@ -358,18 +411,27 @@ def pvc_object(name: str, namespace: str, size: str, access_mode: str, storage_c
 
 
 def pv_object(pv: str, pvc: str, namespace: str, size: str, access_mode: str,
-              storage_class: str, volume_mode: str, replicas: int) -> Obj:
+              storage_class: str, volume_mode: str, replicas: int,
+              claim_uid_: str = "") -> Obj:
+    """The PV external-provisioner made for the claim (``controllers/volumes.py``)."""
+    from ..controllers.volumes import volume_attributes
+
+    params = {**storage_class_params(storage_class), "numberOfReplicas": str(replicas)}
+    csi: Obj = {"driver": "driver.longhorn.io", "volumeHandle": pv,
+                "volumeAttributes": volume_attributes(params)}
+    if volume_mode == "Filesystem":
+        csi["fsType"] = "ext4"
     return {"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": pv,
-                         "annotations": {"pv.kubernetes.io/provisioned-by": "driver.longhorn.io"},
+                         "annotations": {
+                             "pv.kubernetes.io/provisioned-by": "driver.longhorn.io",
+                             "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+                             "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
                          "finalizers": ["kubernetes.io/pv-protection"]},
             "spec": {"accessModes": [access_mode], "capacity": {"storage": size},
                      "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                  "name": pvc, "namespace": namespace},
-                     "csi": {"driver": "driver.longhorn.io", "volumeHandle": pv,
-                             "fsType": "ext4",
-                             "volumeAttributes": {"numberOfReplicas": str(replicas),
-                                                  "migratable": "true"}},
+                                  "name": pvc, "namespace": namespace, "uid": claim_uid_},
+                     "csi": csi,
                      "persistentVolumeReclaimPolicy": "Delete",
                      "storageClassName": storage_class, "volumeMode": volume_mode},
             "status": {"phase": "Bound"}}
