@@ -6,4 +6,14 @@ system-upgrade-controller (``harvester-sim serve --without suc``) runs the same 
 one created by the simulated one.
 """
 
-from . import nginx_iso, toolkit  # noqa: F401 - registration on import
+from . import (  # noqa: F401 - registration on import
+    cluster_net,
+    daemons,
+    harvester_server,
+    kubectl,
+    nginx_iso,
+    podfs,
+    rke2_upgrade,
+    toolkit,
+    upgrade_repo,
+)
