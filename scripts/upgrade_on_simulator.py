@@ -60,10 +60,21 @@ def start_simulator(scenario: str, speed: float, out: Path, seed: int | None,
     return proc, kubeconfig
 
 
-# The environment the Rancher chart gives the controller's Deployment (docs/real-controllers.md);
-# the job images and settings not listed are SUC's own defaults.
+# The environment the Rancher system-upgrade-controller chart 107.0.0 (the one Rancher v2.12.0,
+# hence Harvester v1.6.0, installs) gives the controller: its ConfigMap with the chart's
+# defaults and values (kubectl image rancher/kubectl:v1.33.1), and the name and namespace the
+# Deployment sets from its label and namespace (docs/real-controllers.md).
 SUC_ENV = {"SYSTEM_UPGRADE_CONTROLLER_NAME": "system-upgrade-controller",
-           "SYSTEM_UPGRADE_CONTROLLER_NAMESPACE": "cattle-system"}
+           "SYSTEM_UPGRADE_CONTROLLER_NAMESPACE": "cattle-system",
+           "SYSTEM_UPGRADE_CONTROLLER_DEBUG": "false",
+           "SYSTEM_UPGRADE_CONTROLLER_THREADS": "2",
+           "SYSTEM_UPGRADE_JOB_ACTIVE_DEADLINE_SECONDS": "900",
+           "SYSTEM_UPGRADE_JOB_BACKOFF_LIMIT": "99",
+           "SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY": "IfNotPresent",
+           "SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE": "rancher/kubectl:v1.33.1",
+           "SYSTEM_UPGRADE_JOB_PRIVILEGED": "true",
+           "SYSTEM_UPGRADE_JOB_TTL_SECONDS_AFTER_FINISH": "900",
+           "SYSTEM_UPGRADE_PLAN_POLLING_INTERVAL": "15m"}
 
 
 def start_suc(binary: Path, kubeconfig: Path, out: Path) -> subprocess.Popen[bytes]:

@@ -187,7 +187,7 @@ def suc_plan(plan: dict[str, Any], component: str, args: list[str], concurrency:
             "image": toolkit_repo(plan),
             "command": ["upgrade_node.sh"],
             "args": args,
-            "env": [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": plan_name(plan)}]
+            "envs": [{"name": "HARVESTER_UPGRADEPLAN_NAME", "value": plan_name(plan)}]
             + list(env or []),
         },
         "version": toolkit_tag(plan),

@@ -458,7 +458,7 @@ def new_job(plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
                      "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "SYSTEM_UPGRADE_POD_UID",
                      "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
-            + list(cspec.get("envs") or cspec.get("env") or []) + plan_env,
+            + list(cspec.get("envs") or []) + plan_env,
             "imagePullPolicy": DEFAULT_IMAGE_PULL_POLICY,
         }
         for k in ("command", "args", "envFrom"):
