@@ -37,8 +37,13 @@ $(COLLECTION_LINK):
 	mkdir -p ansible_collections/harvester
 	ln -sfn ../.. $(COLLECTION_LINK)
 
+# SIM_WITHOUT=NAME[,NAME] leaves simulated controllers out; SUC_BIN=PATH runs a real
+# system-upgrade-controller binary in place of the simulated one (docs/real-controllers.md).
+SIM_WITHOUT ?=
+SUC_BIN ?=
 upgrade: venv
-	$(BIN)/python scripts/upgrade_on_simulator.py --scenario $(SCENARIO) --speed $(SPEED) --out out
+	$(BIN)/python scripts/upgrade_on_simulator.py --scenario $(SCENARIO) --speed $(SPEED) --out out \
+		$(if $(SIM_WITHOUT),--without $(SIM_WITHOUT)) $(if $(SUC_BIN),--suc-bin $(SUC_BIN))
 
 # Two workers (one test file each at a time): end-to-end runs spend much of their time
 # waiting on simulated work, so two of them share the 2 cores well.

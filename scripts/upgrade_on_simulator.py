@@ -7,6 +7,11 @@
 3. saves the final UpgradePlan to ``<out>/upgradeplan.json``, stops the simulator (which
    writes ``<out>/report.json``) and prints a short summary.
 
+``--without NAME`` leaves a simulated controller out (``harvester-sim serve --without``);
+``--suc-bin PATH`` runs a real system-upgrade-controller binary beside the simulator, out of
+cluster with the simulator's kubeconfig, in place of the simulated one (implies
+``--without suc``); its log is ``<out>/system-upgrade-controller.log`` (docs/real-controllers.md).
+
 Exits non-zero when the plan did not succeed or the simulator recorded an invariant
 violation.
 """
@@ -53,6 +58,31 @@ def start_simulator(scenario: str, speed: float, out: Path, seed: int | None,
             raise SystemExit("harvester-sim did not become ready within 120 s")
         time.sleep(0.1)
     return proc, kubeconfig
+
+
+# The environment the Rancher system-upgrade-controller chart 107.0.0 (the one Rancher v2.12.0,
+# hence Harvester v1.6.0, installs) gives the controller: its ConfigMap with the chart's
+# defaults and values (kubectl image rancher/kubectl:v1.33.1), and the name and namespace the
+# Deployment sets from its label and namespace (docs/real-controllers.md).
+SUC_ENV = {"SYSTEM_UPGRADE_CONTROLLER_NAME": "system-upgrade-controller",
+           "SYSTEM_UPGRADE_CONTROLLER_NAMESPACE": "cattle-system",
+           "SYSTEM_UPGRADE_CONTROLLER_DEBUG": "false",
+           "SYSTEM_UPGRADE_CONTROLLER_THREADS": "2",
+           "SYSTEM_UPGRADE_JOB_ACTIVE_DEADLINE_SECONDS": "900",
+           "SYSTEM_UPGRADE_JOB_BACKOFF_LIMIT": "99",
+           "SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY": "IfNotPresent",
+           "SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE": "rancher/kubectl:v1.33.1",
+           "SYSTEM_UPGRADE_JOB_PRIVILEGED": "true",
+           "SYSTEM_UPGRADE_JOB_TTL_SECONDS_AFTER_FINISH": "900",
+           "SYSTEM_UPGRADE_PLAN_POLLING_INTERVAL": "15m"}
+
+
+def start_suc(binary: Path, kubeconfig: Path, out: Path) -> subprocess.Popen[bytes]:
+    """A real system-upgrade-controller, out of cluster, against the simulator."""
+    env = dict(os.environ, **SUC_ENV)
+    log = open(out / "system-upgrade-controller.log", "wb")  # noqa: SIM115 - process lifetime
+    return subprocess.Popen([str(binary), "--kubeconfig", str(kubeconfig)], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
 
 def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
@@ -137,15 +167,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="out")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--playbook", default="upgrade.yml")
+    ap.add_argument("--without", action="append", default=[], metavar="NAME",
+                    help="leave this simulated controller out (harvester-sim serve --without); "
+                    "repeatable or comma-separated")
+    ap.add_argument("--suc-bin", type=Path, default=None, metavar="PATH",
+                    help="run this system-upgrade-controller binary beside the simulator in "
+                    "place of the simulated one")
     ap.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
     args = ap.parse_args(argv)
+    without = [n.strip() for w in args.without for n in w.split(",") if n.strip()]
+    if args.suc_bin is not None:
+        if not (args.suc_bin.is_file() and os.access(args.suc_bin, os.X_OK)):
+            raise SystemExit(f"--suc-bin: {args.suc_bin}: no such executable file")
+        if "suc" not in without:
+            without.append("suc")
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    proc, kubeconfig = start_simulator(args.scenario, args.speed, out, args.seed, [])
+    extra = ["--without", ",".join(without)] if without else []
+    proc, kubeconfig = start_simulator(args.scenario, args.speed, out, args.seed, extra)
     rc_play = 1
     plan: dict[str, Any] | None = None
     restore: dict[str, list[str]] = {}
+    suc: subprocess.Popen[bytes] | None = None
     try:
+        if args.suc_bin is not None:
+            suc = start_suc(args.suc_bin.resolve(), kubeconfig, out)
+            print(f"system-upgrade-controller {args.suc_bin} started (pid {suc.pid}, log "
+                  f"{out / 'system-upgrade-controller.log'})", flush=True)
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), K8S_AUTH_KUBECONFIG=str(kubeconfig),
                    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
         cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), args.playbook,
@@ -157,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             (out / "upgradeplan.json").write_text(json.dumps(plan, indent=2))
             restore = fetch_restore_map(kubeconfig, plan["metadata"]["name"])
     finally:
+        if suc is not None:
+            suc_rc = suc.poll()
+            if suc_rc is not None:
+                print(f"system-upgrade-controller exited early with {suc_rc}; see "
+                      f"{out / 'system-upgrade-controller.log'}", flush=True)
+            stop_simulator(suc)
         stop_simulator(proc)
     report: dict[str, Any] = {}
     if (out / "report.json").exists():

@@ -2,12 +2,15 @@
 
 Reads, at a given tag, the ``generated.proto`` files (field numbers, proto types) and the Go
 ``types.go`` files (the ``json`` tags: JSON name, ``omitempty``, ``,inline``; pointer fields)
-of k8s.io/api and k8s.io/apimachinery from local git clones, keeps the messages reachable from
-the built-in kinds the simulator decodes, and writes a compact Python table.
+of k8s.io/api, k8s.io/apimachinery and k8s.io/apiextensions-apiserver from local git clones,
+keeps the messages reachable from the built-in kinds the simulator decodes, and writes a
+compact Python table.
 
     python simulator/scripts/gen_protobuf_schema.py \\
         --api /path/to/kubernetes/api.git --api-tag v0.36.3 \\
-        --machinery /path/to/kubernetes/apimachinery.git --machinery-tag v0.36.3
+        --machinery /path/to/kubernetes/apimachinery.git --machinery-tag v0.36.3 \\
+        --apiextensions /path/to/kubernetes/apiextensions-apiserver.git \\
+        --apiextensions-tag v0.36.3
 
 Only the text of those files is read (nothing is copied); the output is data.
 """
@@ -24,6 +27,8 @@ API_DIRS = ["core/v1", "apps/v1", "batch/v1", "policy/v1", "coordination/v1", "e
             "networking/v1", "scheduling/v1", "storage/v1", "discovery/v1"]
 MACHINERY_DIRS = ["pkg/apis/meta/v1", "pkg/api/resource", "pkg/runtime", "pkg/util/intstr",
                   "pkg/runtime/schema"]
+APIEXTENSIONS_DIRS = ["pkg/apis/apiextensions/v1"]
+EXTENSION_PREFIXES = ("apiextensions.",)
 
 ROOTS = {
     "core.v1": ["Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service", "Pod", "Node",
@@ -44,11 +49,13 @@ ROOTS = {
     "scheduling.v1": ["PriorityClass"],
     "storage.v1": ["StorageClass"],
     "discovery.v1": ["EndpointSlice"],
+    "apiextensions.v1": ["CustomResourceDefinition"],
     "runtime": ["Unknown"],
 }
 SCALARS = {"string", "bool", "bytes", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
            "double", "float", "fixed32", "fixed64", "sfixed32", "sfixed64"}
-PREFIXES = ("k8s.io.api.", "k8s.io.apimachinery.pkg.apis.", "k8s.io.apimachinery.pkg.")
+PREFIXES = ("k8s.io.api.", "k8s.io.apimachinery.pkg.apis.", "k8s.io.apimachinery.pkg.",
+            "k8s.io.apiextensions_apiserver.pkg.apis.")
 
 FIELD_RE = re.compile(r"^\s*(optional|repeated|required)\s+(\S+)\s+(\w+)\s*=\s*(\d+)\s*;")
 MAP_RE = re.compile(r"^\s*map<\s*(\w+)\s*,\s*(\S+)\s*>\s+(\w+)\s*=\s*(\d+)\s*;")
@@ -159,6 +166,8 @@ def main() -> None:
     ap.add_argument("--api-tag", required=True)
     ap.add_argument("--machinery", type=Path, required=True)
     ap.add_argument("--machinery-tag", required=True)
+    ap.add_argument("--apiextensions", type=Path, required=True)
+    ap.add_argument("--apiextensions-tag", required=True)
     ap.add_argument("--out", type=Path,
                     default=Path(__file__).resolve().parents[1] / "harvester_sim" / "api"
                     / "pbschema.py")
@@ -168,7 +177,8 @@ def main() -> None:
     table: dict[str, list[tuple[int, str, str, str]]] = {}
     lists: set[str] = set()
     sources = [(args.api, args.api_tag, d) for d in API_DIRS] + \
-        [(args.machinery, args.machinery_tag, d) for d in MACHINERY_DIRS]
+        [(args.machinery, args.machinery_tag, d) for d in MACHINERY_DIRS] + \
+        [(args.apiextensions, args.apiextensions_tag, d) for d in APIEXTENSIONS_DIRS]
     for repo, tag, d in sources:
         pkg, msgs = parse_proto(git_show(repo, tag, f"{d}/generated.proto"))
         gofields: dict[tuple[str, int], tuple[str, bool, bool, bool]] = {}
@@ -218,23 +228,42 @@ def main() -> None:
     out = [
         '"""Protobuf schema of the built-in kinds the simulator decodes (GENERATED - do not edit).',
         "",
-        f"Source: k8s.io/api {args.api_tag} and k8s.io/apimachinery {args.machinery_tag} "
-        "(generated.proto",
-        "field numbers and types; types.go json tags), by simulator/scripts/"
-        "gen_protobuf_schema.py.",
+        f"Source: k8s.io/api {args.api_tag}, k8s.io/apimachinery {args.machinery_tag} and",
+        f"k8s.io/apiextensions-apiserver {args.apiextensions_tag} (generated.proto field "
+        "numbers and",
+        "types; types.go json tags), by simulator/scripts/gen_protobuf_schema.py.",
         "",
         "MESSAGES: message -> {field number: (json name, flags, type)}. Message names drop the",
-        "``k8s.io.api.`` / ``k8s.io.apimachinery.pkg[.apis].`` prefix. Flags: ``r`` repeated,",
+        "``k8s.io.api.`` / ``k8s.io.apimachinery.pkg[.apis].`` /",
+        "``k8s.io.apiextensions_apiserver.pkg.apis.`` prefix. Flags: ``r`` repeated,",
         "``m`` map (type is ``key,value``), ``i`` embedded inline in JSON, ``z`` omitted from",
         "JSON when zero (``omitempty`` on a non-pointer). LISTS: messages that are a named Go",
         "slice (``items`` only) and are a plain JSON array.",
+        "",
+        "APIEXTENSIONS: the messages of k8s.io/apiextensions-apiserver, in the same form. They",
+        "are kept apart from MESSAGES because several of them (``JSON``, ``JSONSchemaPropsOr*``)",
+        "have their own ``MarshalJSON``: their JSON is not their fields, which only the protobuf",
+        "decoder knows; the readers of MESSAGES take every message for its Go fields.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "MESSAGES: dict[str, dict[int, tuple[str, str, str]]] = {",
     ]
-    for m in sorted(keep):
+    ext = {m for m in keep if m.startswith(EXTENSION_PREFIXES)}
+    for var, group in (("MESSAGES", keep - ext), ("APIEXTENSIONS", ext)):
+        out.append(f"{var}: dict[str, dict[int, tuple[str, str, str]]] = {{")
+        _write_messages(out, table, group)
+        out.append("}")
+        out.append("")
+    out.append(f"LISTS: frozenset[str] = frozenset({sorted(lists & keep)!r})")
+    out.append("")
+    args.out.write_text("\n".join(out))
+    print(f"{len(keep)} messages -> {args.out}")
+
+
+def _write_messages(out: list[str], table: dict[str, list[tuple[int, str, str, str]]],
+                    group: set[str]) -> None:
+    for m in sorted(group):
         out.append(f"    {m!r}: {{")
         line = "       "
         for num, jname, flags, typ in table[m]:
@@ -250,12 +279,6 @@ def main() -> None:
         if line.strip():
             out.append(line)
         out.append("    },")
-    out.append("}")
-    out.append("")
-    out.append(f"LISTS: frozenset[str] = frozenset({sorted(lists & keep)!r})")
-    out.append("")
-    args.out.write_text("\n".join(out))
-    print(f"{len(keep)} messages -> {args.out}")
 
 
 if __name__ == "__main__":

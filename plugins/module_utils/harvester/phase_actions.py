@@ -462,9 +462,12 @@ def _suc_wait(ctx: Context, component: str, states: tuple[str, str, str], total:
         done = sum(1 for v in per_node.values() if v == ok)
         return Verdict(progress=f"nodes {verb} {done}/{total}")
 
-    ctx.wait([Source.named(*c.SUC_PLAN, name, c.SUC_NS, key="plan"),
-              Source(*c.JOB, c.SUC_NS, selector({c.LABEL_SUC_PLAN: name}), key="jobs")],
-             complete, f"SUC Plan {c.SUC_NS}/{name} to complete")
+    verdict = ctx.wait([Source.named(*c.SUC_PLAN, name, c.SUC_NS, key="plan"),
+                        Source(*c.JOB, c.SUC_NS, selector({c.LABEL_SUC_PLAN: name}),
+                               key="jobs")],
+                       complete, f"SUC Plan {c.SUC_NS}/{name} to complete")
+    if verdict.failed:
+        return Step("failed", verdict.failed)
     return Step("done")
 
 
@@ -484,9 +487,11 @@ def image_preload(ctx: Context) -> Step:
                                   max(1, conc), deadline_seconds=deadline))
     if ctx.check_mode:
         return Step("done", f"would preload images on {len(nodes)} nodes, {conc} at a time")
-    _suc_wait(ctx, c.COMPONENT_IMAGE_PRELOAD,
-              ("ImagePreloading", "ImagePreloaded", "ImagePreloadFailed"), len(nodes),
-              "image-preload plan job(s) failed", "preloaded")
+    waited = _suc_wait(ctx, c.COMPONENT_IMAGE_PRELOAD,
+                       ("ImagePreloading", "ImagePreloaded", "ImagePreloadFailed"), len(nodes),
+                       "image-preload plan job(s) failed", "preloaded")
+    if waited.state == "failed":
+        return waited
     ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes})
     return Step("done", f"images preloaded on {len(nodes)} nodes")
 
@@ -632,9 +637,11 @@ def image_cleanup(ctx: Context) -> Step:
         ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
         return Step("done", "no stale images to remove")
     ctx.ensure(manifests.image_cleanup_plan(ctx.plan, purge))
-    _suc_wait(ctx, c.COMPONENT_IMAGE_CLEANUP, ("ImageCleaning", "ImageCleaned",
-                                               "ImageCleanFailed"), len(nodes),
-              "image-cleanup plan job(s) failed", "cleaned")
+    waited = _suc_wait(ctx, c.COMPONENT_IMAGE_CLEANUP, ("ImageCleaning", "ImageCleaned",
+                                                        "ImageCleanFailed"), len(nodes),
+                       "image-cleanup plan job(s) failed", "cleaned")
+    if waited.state == "failed":
+        return waited
     ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
     return Step("done", f"{len(purge)} stale images removed from {len(nodes)} nodes",
                 {"images_removed": len(purge)})

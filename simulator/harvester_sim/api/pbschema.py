@@ -1,13 +1,20 @@
 """Protobuf schema of the built-in kinds the simulator decodes (GENERATED - do not edit).
 
-Source: k8s.io/api v0.36.3 and k8s.io/apimachinery v0.36.3 (generated.proto
-field numbers and types; types.go json tags), by simulator/scripts/gen_protobuf_schema.py.
+Source: k8s.io/api v0.36.3, k8s.io/apimachinery v0.36.3 and
+k8s.io/apiextensions-apiserver v0.36.3 (generated.proto field numbers and
+types; types.go json tags), by simulator/scripts/gen_protobuf_schema.py.
 
 MESSAGES: message -> {field number: (json name, flags, type)}. Message names drop the
-``k8s.io.api.`` / ``k8s.io.apimachinery.pkg[.apis].`` prefix. Flags: ``r`` repeated,
+``k8s.io.api.`` / ``k8s.io.apimachinery.pkg[.apis].`` /
+``k8s.io.apiextensions_apiserver.pkg.apis.`` prefix. Flags: ``r`` repeated,
 ``m`` map (type is ``key,value``), ``i`` embedded inline in JSON, ``z`` omitted from
 JSON when zero (``omitempty`` on a non-pointer). LISTS: messages that are a named Go
 slice (``items`` only) and are a plain JSON array.
+
+APIEXTENSIONS: the messages of k8s.io/apiextensions-apiserver, in the same form. They
+are kept apart from MESSAGES because several of them (``JSON``, ``JSONSchemaPropsOr*``)
+have their own ``MarshalJSON``: their JSON is not their fields, which only the protobuf
+decoder knows; the readers of MESSAGES take every message for its Go fields.
 """
 
 from __future__ import annotations
@@ -1610,6 +1617,134 @@ MESSAGES: dict[str, dict[int, tuple[str, str, str]]] = {
     },
     'util.intstr.IntOrString': {
         1: ('type', '', 'int64'), 2: ('intVal', '', 'int32'), 3: ('strVal', '', 'string'),
+    },
+}
+
+APIEXTENSIONS: dict[str, dict[int, tuple[str, str, str]]] = {
+    'apiextensions.v1.CustomResourceColumnDefinition': {
+        1: ('name', '', 'string'), 2: ('type', '', 'string'), 3: ('format', 'z', 'string'),
+        4: ('description', 'z', 'string'), 5: ('priority', 'z', 'int32'),
+        6: ('jsonPath', '', 'string'),
+    },
+    'apiextensions.v1.CustomResourceConversion': {
+        1: ('strategy', '', 'string'), 2: ('webhook', '', 'apiextensions.v1.WebhookConversion'),
+    },
+    'apiextensions.v1.CustomResourceDefinition': {
+        1: ('metadata', 'z', 'meta.v1.ObjectMeta'),
+        2: ('spec', '', 'apiextensions.v1.CustomResourceDefinitionSpec'),
+        3: ('status', 'z', 'apiextensions.v1.CustomResourceDefinitionStatus'),
+    },
+    'apiextensions.v1.CustomResourceDefinitionCondition': {
+        1: ('type', '', 'string'), 2: ('status', '', 'string'),
+        3: ('lastTransitionTime', 'z', 'meta.v1.Time'), 4: ('reason', 'z', 'string'),
+        5: ('message', 'z', 'string'), 6: ('observedGeneration', 'z', 'int64'),
+    },
+    'apiextensions.v1.CustomResourceDefinitionNames': {
+        1: ('plural', '', 'string'), 2: ('singular', 'z', 'string'),
+        3: ('shortNames', 'r', 'string'), 4: ('kind', '', 'string'),
+        5: ('listKind', 'z', 'string'), 6: ('categories', 'r', 'string'),
+    },
+    'apiextensions.v1.CustomResourceDefinitionSpec': {
+        1: ('group', '', 'string'),
+        3: ('names', '', 'apiextensions.v1.CustomResourceDefinitionNames'),
+        4: ('scope', '', 'string'),
+        7: ('versions', 'r', 'apiextensions.v1.CustomResourceDefinitionVersion'),
+        9: ('conversion', '', 'apiextensions.v1.CustomResourceConversion'),
+        10: ('preserveUnknownFields', 'z', 'bool'),
+    },
+    'apiextensions.v1.CustomResourceDefinitionStatus': {
+        1: ('conditions', 'r', 'apiextensions.v1.CustomResourceDefinitionCondition'),
+        2: ('acceptedNames', '', 'apiextensions.v1.CustomResourceDefinitionNames'),
+        3: ('storedVersions', 'r', 'string'), 4: ('observedGeneration', 'z', 'int64'),
+    },
+    'apiextensions.v1.CustomResourceDefinitionVersion': {
+        1: ('name', '', 'string'), 2: ('served', '', 'bool'), 3: ('storage', '', 'bool'),
+        7: ('deprecated', 'z', 'bool'), 8: ('deprecationWarning', '', 'string'),
+        4: ('schema', '', 'apiextensions.v1.CustomResourceValidation'),
+        5: ('subresources', '', 'apiextensions.v1.CustomResourceSubresources'),
+        6: ('additionalPrinterColumns', 'r', 'apiextensions.v1.CustomResourceColumnDefinition'),
+        9: ('selectableFields', 'r', 'apiextensions.v1.SelectableField'),
+    },
+    'apiextensions.v1.CustomResourceSubresourceScale': {
+        1: ('specReplicasPath', '', 'string'), 2: ('statusReplicasPath', '', 'string'),
+        3: ('labelSelectorPath', '', 'string'),
+    },
+    'apiextensions.v1.CustomResourceSubresourceStatus': {
+    },
+    'apiextensions.v1.CustomResourceSubresources': {
+        1: ('status', '', 'apiextensions.v1.CustomResourceSubresourceStatus'),
+        2: ('scale', '', 'apiextensions.v1.CustomResourceSubresourceScale'),
+    },
+    'apiextensions.v1.CustomResourceValidation': {
+        1: ('openAPIV3Schema', '', 'apiextensions.v1.JSONSchemaProps'),
+    },
+    'apiextensions.v1.ExternalDocumentation': {
+        1: ('description', 'z', 'string'), 2: ('url', 'z', 'string'),
+    },
+    'apiextensions.v1.JSON': {
+        1: ('-', '', 'bytes'),
+    },
+    'apiextensions.v1.JSONSchemaProps': {
+        1: ('id', 'z', 'string'), 2: ('$schema', 'z', 'string'), 3: ('$ref', '', 'string'),
+        4: ('description', 'z', 'string'), 5: ('type', 'z', 'string'),
+        6: ('format', 'z', 'string'), 7: ('title', 'z', 'string'),
+        8: ('default', '', 'apiextensions.v1.JSON'), 9: ('maximum', '', 'double'),
+        10: ('exclusiveMaximum', 'z', 'bool'), 11: ('minimum', '', 'double'),
+        12: ('exclusiveMinimum', 'z', 'bool'), 13: ('maxLength', '', 'int64'),
+        14: ('minLength', '', 'int64'), 15: ('pattern', 'z', 'string'),
+        16: ('maxItems', '', 'int64'), 17: ('minItems', '', 'int64'),
+        18: ('uniqueItems', 'z', 'bool'), 19: ('multipleOf', '', 'double'),
+        20: ('enum', 'r', 'apiextensions.v1.JSON'), 21: ('maxProperties', '', 'int64'),
+        22: ('minProperties', '', 'int64'), 23: ('required', 'r', 'string'),
+        24: ('items', '', 'apiextensions.v1.JSONSchemaPropsOrArray'),
+        25: ('allOf', 'r', 'apiextensions.v1.JSONSchemaProps'),
+        26: ('oneOf', 'r', 'apiextensions.v1.JSONSchemaProps'),
+        27: ('anyOf', 'r', 'apiextensions.v1.JSONSchemaProps'),
+        28: ('not', '', 'apiextensions.v1.JSONSchemaProps'),
+        29: ('properties', 'm', 'string,apiextensions.v1.JSONSchemaProps'),
+        30: ('additionalProperties', '', 'apiextensions.v1.JSONSchemaPropsOrBool'),
+        31: ('patternProperties', 'm', 'string,apiextensions.v1.JSONSchemaProps'),
+        32: ('dependencies', 'm', 'string,apiextensions.v1.JSONSchemaPropsOrStringArray'),
+        33: ('additionalItems', '', 'apiextensions.v1.JSONSchemaPropsOrBool'),
+        34: ('definitions', 'm', 'string,apiextensions.v1.JSONSchemaProps'),
+        35: ('externalDocs', '', 'apiextensions.v1.ExternalDocumentation'),
+        36: ('example', '', 'apiextensions.v1.JSON'), 37: ('nullable', 'z', 'bool'),
+        38: ('x-kubernetes-preserve-unknown-fields', '', 'bool'),
+        39: ('x-kubernetes-embedded-resource', 'z', 'bool'),
+        40: ('x-kubernetes-int-or-string', 'z', 'bool'),
+        41: ('x-kubernetes-list-map-keys', 'r', 'string'),
+        42: ('x-kubernetes-list-type', '', 'string'), 43: ('x-kubernetes-map-type', '', 'string'),
+        44: ('x-kubernetes-validations', 'r', 'apiextensions.v1.ValidationRule'),
+    },
+    'apiextensions.v1.JSONSchemaPropsOrArray': {
+        1: ('schema', '', 'apiextensions.v1.JSONSchemaProps'),
+        2: ('jSONSchemas', 'r', 'apiextensions.v1.JSONSchemaProps'),
+    },
+    'apiextensions.v1.JSONSchemaPropsOrBool': {
+        1: ('allows', '', 'bool'), 2: ('schema', '', 'apiextensions.v1.JSONSchemaProps'),
+    },
+    'apiextensions.v1.JSONSchemaPropsOrStringArray': {
+        1: ('schema', '', 'apiextensions.v1.JSONSchemaProps'), 2: ('property', 'r', 'string'),
+    },
+    'apiextensions.v1.SelectableField': {
+        1: ('jsonPath', '', 'string'),
+    },
+    'apiextensions.v1.ServiceReference': {
+        1: ('namespace', '', 'string'), 2: ('name', '', 'string'), 3: ('path', '', 'string'),
+        4: ('port', '', 'int32'),
+    },
+    'apiextensions.v1.ValidationRule': {
+        1: ('rule', '', 'string'), 2: ('message', 'z', 'string'),
+        3: ('messageExpression', 'z', 'string'), 4: ('reason', '', 'string'),
+        5: ('fieldPath', 'z', 'string'), 6: ('optionalOldSelf', '', 'bool'),
+    },
+    'apiextensions.v1.WebhookClientConfig': {
+        3: ('url', '', 'string'), 1: ('service', '', 'apiextensions.v1.ServiceReference'),
+        2: ('caBundle', 'z', 'bytes'),
+    },
+    'apiextensions.v1.WebhookConversion': {
+        2: ('clientConfig', '', 'apiextensions.v1.WebhookClientConfig'),
+        3: ('conversionReviewVersions', 'r', 'string'),
     },
 }
 

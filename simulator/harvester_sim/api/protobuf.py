@@ -2,12 +2,15 @@
 
 kubectl >= 1.35 sends built-in objects as protobuf: the magic ``k8s\\x00`` and then a
 ``runtime.Unknown`` message (typeMeta {apiVersion, kind}, raw, contentEncoding, contentType)
-whose ``raw`` is the object encoded per the ``generated.proto`` of k8s.io/api. This module
+whose ``raw`` is the object encoded per the ``generated.proto`` of k8s.io/api (and of
+k8s.io/apiextensions-apiserver for CustomResourceDefinitions, which client-go clients such as
+system-upgrade-controller also send as protobuf). This module
 reads the protobuf wire format itself (varint, 64-bit, length-delimited, 32-bit) and walks the
 schema table in :mod:`.pbschema` (generated from upstream sources) to produce the dict that
 the JSON encoding of the same object would give: JSON field names, ``omitempty`` honoured,
 ``Time`` as RFC 3339, ``IntOrString`` as int or str, ``Quantity`` as its string, ``[]byte``
-as base64, inline (embedded) structs merged into their parent.
+as base64, inline (embedded) structs merged into their parent, and the JSON-schema unions of
+``apiextensions.k8s.io/v1`` CustomResourceDefinitions in their ``MarshalJSON`` forms.
 
 Unknown field numbers are skipped (logged once per message and number); malformed input
 raises :class:`ProtobufError`. Only decoding is provided: responses stay JSON.
@@ -23,7 +26,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from .pbschema import LISTS, MESSAGES
+from .pbschema import APIEXTENSIONS, LISTS, MESSAGES
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +232,39 @@ def _special(msg: str, buf: bytes, depth: int) -> tuple[bool, Any]:
     if msg in LISTS:
         items = decode_message(buf, msg, depth).get("items") or []
         return True, items
+    if msg.startswith("apiextensions.v1.JSON"):
+        return _json_schema_special(msg, buf, depth)
+    return False, None
+
+
+def _json_schema_special(msg: str, buf: bytes, depth: int) -> tuple[bool, Any]:
+    """The apiextensions/v1 types with their own ``MarshalJSON`` (k8s.io/apiextensions-apiserver
+    ``pkg/apis/apiextensions/v1/marshal.go``): ``JSON`` is its raw bytes (``null`` when
+    empty); ``JSONSchemaPropsOrArray`` the array when it has items, else the schema;
+    ``JSONSchemaPropsOrBool`` the schema when set, else the boolean;
+    ``JSONSchemaPropsOrStringArray`` the strings when there are any, else the schema, else
+    ``null``."""
+    if msg == "apiextensions.v1.JSON":
+        raw = b""
+        for n, wt, v in iter_fields(buf):
+            if n == 1 and wt == _LEN:
+                assert isinstance(v, bytes)
+                raw = v
+        if not raw:
+            return True, None
+        try:
+            return True, json.loads(raw)
+        except ValueError as exc:
+            raise ProtobufError(f"{msg}: raw content is not JSON: {exc}") from exc
+    if msg == "apiextensions.v1.JSONSchemaPropsOrArray":
+        d = decode_message(buf, msg, depth)
+        return True, d["jSONSchemas"] if d.get("jSONSchemas") else d.get("schema")
+    if msg == "apiextensions.v1.JSONSchemaPropsOrBool":
+        d = decode_message(buf, msg, depth)
+        return True, d["schema"] if "schema" in d else bool(d.get("allows"))
+    if msg == "apiextensions.v1.JSONSchemaPropsOrStringArray":
+        d = decode_message(buf, msg, depth)
+        return True, d["property"] if d.get("property") else d.get("schema")
     return False, None
 
 
@@ -282,7 +318,7 @@ def decode_message(buf: bytes, msg: str, depth: int = 0) -> dict[str, Any]:
     """Decode one message of the schema table into its JSON-shaped dict."""
     if depth > MAX_DEPTH:
         raise ProtobufError("message nesting too deep")
-    schema = MESSAGES.get(msg)
+    schema = MESSAGES.get(msg) or APIEXTENSIONS.get(msg)
     if schema is None:
         raise ProtobufError(f"no protobuf schema for {msg}")
     out: dict[str, Any] = {}
@@ -328,12 +364,23 @@ def decode_message(buf: bytes, msg: str, depth: int = 0) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ objects
-def message_for(api_version: str, kind: str) -> str | None:
-    """The schema message of a built-in kind, or None when the table lacks it."""
+def _message_name(api_version: str, kind: str) -> str:
     group, _, version = api_version.rpartition("/")
     pkg = "core" if group == "" else group.split(".", 1)[0]
-    name = f"{pkg}.{version}.{kind}"
+    return f"{pkg}.{version}.{kind}"
+
+
+def message_for(api_version: str, kind: str) -> str | None:
+    """The schema message of a built-in kind of k8s.io/api, or None when the table lacks it."""
+    name = _message_name(api_version, kind)
     return name if name in MESSAGES else None
+
+
+def decodable_message(api_version: str, kind: str) -> str | None:
+    """The message a protobuf body of this kind decodes with: a kind of k8s.io/api, or an
+    ``apiextensions.k8s.io`` kind (CustomResourceDefinition)."""
+    name = _message_name(api_version, kind)
+    return name if name in MESSAGES or name in APIEXTENSIONS else None
 
 
 def unwrap(data: bytes) -> tuple[str, str, bytes]:
@@ -370,7 +417,7 @@ def decode_object(data: bytes, api_version: str = "", kind: str = "",
     if not av or not k:
         raise ProtobufError("Object 'Kind' is missing in '<protobuf encoded body - must "
                             "provide default type>'")
-    msg = message_for(av, k)
+    msg = decodable_message(av, k)
     if msg is None:
         raise LookupError(f"no protobuf schema for {k} in {av}")
     obj = decode_message(raw, msg, depth)

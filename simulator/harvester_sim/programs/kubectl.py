@@ -1,9 +1,12 @@
 """``kubectl cordon|uncordon|drain`` in the ``rancher/kubectl`` image (SUC's init containers).
 
-Follows kubectl v1.30 (``k8s.io/kubectl`` ``pkg/cmd/drain/drain.go`` and ``pkg/drain``:
-``cordon.go``, ``filters.go``, ``drain.go``), which is what ``rancher/kubectl:v1.30.3`` — the
-image system-upgrade-controller v0.16.3 gives its ``drain``/``cordon`` init containers —
-runs. The image's entrypoint is ``kubectl``, so the subcommand is the first argument.
+Follows kubectl v1.33 (``k8s.io/kubectl`` v0.33.1 ``pkg/cmd/drain/drain.go`` and
+``pkg/drain``: ``cordon.go``, ``filters.go``, ``drain.go``), which is what
+``rancher/kubectl:v1.33.1`` — the image Rancher's system-upgrade-controller chart 107.0.0
+gives the ``drain``/``cordon`` init containers — runs; ``rancher/kubectl:v1.30.3``, the default
+of system-upgrade-controller v0.16.x, runs the same drain code but for the text of a
+wait-for-delete timeout ("global timeout reached" where v1.33 says "context deadline
+exceeded"). The image's entrypoint is ``kubectl``, so the subcommand is the first argument.
 
 * ``cordon NODE`` / ``uncordon NODE``: sets ``spec.unschedulable`` ("already cordoned" when
   nothing changes); exit 1 when the node does not exist.
@@ -20,7 +23,9 @@ runs. The image's entrypoint is ``kubectl``, so the subcommand is the first argu
   KubeVirt refusing to evict a live-migratable VM's launcher while it migrates it) is
   retried every 5 s, a 404 counts as done, any other error fails the drain. Each evicted
   pod is then waited for (1 s polls) until it is gone or replaced. ``--timeout`` (0 =
-  forever) bounds the whole drain: "drain did not complete within ...", exit 1.
+  forever) bounds the whole drain: each pod not yet evicted fails with "global timeout
+  reached: <duration>", each evicted one not yet gone with "context deadline exceeded"
+  (kubectl's aggregate of them), exit 1.
 
 Timeline: ``kubectl_cordon`` (node, unschedulable), ``kubectl_drain_started``,
 ``kubectl_drain_done``, ``kubectl_drain_failed`` (node, error); span ``drain`` (node).
@@ -69,6 +74,13 @@ def parse_duration(text: str) -> float:
     if pos != len(text):
         raise ValueError(f"time: invalid duration {text!r}")
     return total
+
+
+def go_duration(seconds: float) -> str:
+    """Go ``time.Duration.String()`` of whole or fractional seconds (``15m0s``, ``1h0m0s``)."""
+    from ..api.protobuf import _go_duration
+
+    return _go_duration(round(seconds * 1e9))
 
 
 class DrainOptions:
@@ -236,7 +248,7 @@ def drain(ctx: ProgramContext) -> Prog:
     deadline = t0 + o.timeout if o.timeout > 0 else None
 
     def fail(msg: str) -> int:
-        ctx.log(f"error: unable to drain node {o.node!r} due to error: {msg}, "
+        ctx.log(f"error: unable to drain node \"{o.node}\" due to error: {msg}, "
                 "continuing command...")
         ctx.log("There are pending nodes to be drained:")
         ctx.log(f" {o.node}")
@@ -255,7 +267,14 @@ def drain(ctx: ProgramContext) -> Prog:
     evicted: set[tuple[str, str]] = set()
     while pending:
         if deadline is not None and clock.now() >= deadline:
-            return fail(f"drain did not complete within {o.timeout:g}s")
+            # evictPods' per-pod goroutines, aggregated: those never evicted and those
+            # evicted but not yet gone
+            dur = go_duration(o.timeout)
+            errs = [f'error when evicting pods/"{n}" -n "{ns}": global timeout reached: {dur}'
+                    if (ns, n) not in evicted else
+                    f'error when waiting for pod "{n}" in namespace "{ns}" to terminate: '
+                    "context deadline exceeded" for ns, n in sorted(pending)]
+            return fail(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
         retry = False
         for key, uid in sorted(pending.items()):
             if key in evicted:
