@@ -6,7 +6,8 @@ printed beside our collection on the same scenario.
    ``MIRROR_ROOT``; builds the manager with the tool's ``build`` verb unless the binary of the
    pinned commit is already there (``--rebuild`` forces it). Nothing here builds upstream code.
 2. serves the scenario with ``harvester-sim serve`` (as ``make upgrade`` does), applies the
-   toolkit's CRDs with the tool's ``prepare``, copies the scenario's published Harvester
+   CRDs the toolkit's repository ships (the tool's ``crds``; the other kinds it uses are
+   the simulator's upstream CRDs), copies the scenario's published Harvester
    ``Version`` (isoURL, checksum, release date, tags) into a
    ``management.harvesterhci.io/v1beta1`` Version, starts the manager (``run``) and creates an
    UpgradePlan for that version,
@@ -177,7 +178,7 @@ class Kube:
 
 # --------------------------------------------------------------------------- the tool
 class Tool:
-    """The steering repo's ``upgrade-toolkit.sh`` (build / prepare / run / stop)."""
+    """The steering repo's ``upgrade-toolkit.sh`` (build / crds / run / stop)."""
 
     def __init__(self, path: Path, mirror_root: Path, state: Path) -> None:
         self.path = path
@@ -213,8 +214,13 @@ class Tool:
             return
         self._run("build")
 
-    def prepare(self, kubeconfig: Path) -> None:
-        self._run("prepare", str(kubeconfig))
+    def crds(self, out: Path) -> list[dict[str, Any]]:
+        """The CRDs the toolkit's repository ships (``config/crd/bases``): UpgradePlan and
+        Version. Only these: the kinds it also needs (VirtualMachineImage, Setting, SUC
+        Plan) are the simulator's own upstream CRDs, which the tool's ``prepare`` would
+        replace with schema-less stand-ins."""
+        self._run("crds", str(out))
+        return [d for d in yaml.safe_load_all(out.read_text()) if d]
 
     def start(self, kubeconfig: Path) -> None:
         self.state.mkdir(parents=True, exist_ok=True)
@@ -564,6 +570,19 @@ def side_by_side(tk: dict[str, Any], col: dict[str, Any] | None) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ main
+def install_toolkit_crds(kube: Kube, crds: list[dict[str, Any]]) -> None:
+    """Create the toolkit's CRDs (the manager needs them before it starts, as in-cluster
+    its Helm chart installs them); the groups the simulator serves already are refused."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        if not name.endswith(".management.harvesterhci.io"):
+            die(f"unexpected CRD {name} in the toolkit's config/crd/bases")
+        if kube.get(f"{path}/{name}") is None:
+            kube.call("POST", path, crd)
+        log(f"CRD {name} from upgrade-toolkit {PINNED_COMMIT[:12]} installed")
+
+
 def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, Any]:
     fwd_kube: Kube | None = None
     proc, kubeconfig = collection_run.start_simulator(args.scenario, args.speed, out,
@@ -575,9 +594,9 @@ def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, An
     fwd: MetadataForwarder | None = None
     try:
         log(f"simulator: scenario {args.scenario}, speed {args.speed} ({kubeconfig})")
-        tool.prepare(kubeconfig)
         kube = Kube(kubeconfig)
         fwd_kube = kube
+        install_toolkit_crds(kube, tool.crds(out / "upgrade-toolkit-crds.yaml"))
         target = pick_version(kube, args.version)
         copy_version(kube, target)
         fwd = MetadataForwarder(kube, args.metadata_port)

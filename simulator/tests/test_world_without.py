@@ -83,3 +83,27 @@ def test_programs_are_registered_without_the_simulated_suc() -> None:
                          timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() not in ("", "NONE"), res.stdout
+
+
+def test_a_specific_program_wins_over_its_images_fallback_in_any_import_order() -> None:
+    # The toolkit image's fallback program claims every container of the image; the repo
+    # DaemonSet's iso-downloader script has a program of its own, which must run instead,
+    # whichever module registered first.
+    from harvester_sim.programs.base import ProgramRegistry
+
+    script = ["sh", "-c", "curl .../harvesterhci.io.virtualmachineimages/ns/n/download "
+              "-o harvester.iso.gz"]
+    image = "starbops/harvester-upgrade-toolkit:v1.6.0"
+    for order in (("fallback", "specific"), ("specific", "fallback")):
+        reg = ProgramRegistry()
+        for which in order:
+            if which == "fallback":
+                reg.register("image", lambda i, c, a: "harvester-upgrade-toolkit" in i,
+                             lambda ctx: iter(()), fallback=True)
+            else:
+                reg.register("downloader", lambda i, c, a: "harvester.iso.gz" in " ".join(c),
+                             lambda ctx: iter(()))
+        found = reg.find(image, script, [])
+        assert found is not None and found[0] == "downloader", order
+        other = reg.find(image, ["upgrade_node.sh"], ["prepare"])
+        assert other is not None and other[0] == "image", order

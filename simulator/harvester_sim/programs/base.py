@@ -63,17 +63,23 @@ def image_repo(image: str) -> str:
 
 
 class ProgramRegistry:
-    def __init__(self) -> None:
-        self._entries: list[tuple[str, Matcher, Program]] = []
+    """Programs by matcher. A ``fallback`` program claims a whole image (its entrypoint and
+    any script it was not told about): it is tried only after every specific program, so
+    which one runs does not depend on the order modules were imported in."""
 
-    def register(self, name: str, matcher: Matcher, program: Program) -> None:
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, Matcher, Program, bool]] = []
+
+    def register(self, name: str, matcher: Matcher, program: Program,
+                 fallback: bool = False) -> None:
         self._entries = [e for e in self._entries if e[0] != name]
-        self._entries.append((name, matcher, program))
+        self._entries.append((name, matcher, program, fallback))
 
     def find(self, image: str, command: list[str], args: list[str]) -> tuple[str, Program] | None:
-        for name, matcher, program in self._entries:
-            if matcher(image, command, args):
-                return name, program
+        for want_fallback in (False, True):
+            for name, matcher, program, fallback in self._entries:
+                if fallback == want_fallback and matcher(image, command, args):
+                    return name, program
         return None
 
 

@@ -1012,7 +1012,9 @@ def toolkit(ctx: ProgramContext) -> Prog:
 
 
 def register() -> None:
-    REGISTRY.register("harvester-upgrade-toolkit", _toolkit_image, toolkit)
+    # Every container of the image not claimed by a more specific program (the repo
+    # DaemonSet's scripts in upgrade_repo.py) runs here.
+    REGISTRY.register("harvester-upgrade-toolkit", _toolkit_image, toolkit, fallback=True)
 
 
 register()
