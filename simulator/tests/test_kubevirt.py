@@ -396,9 +396,41 @@ def test_pinned_vm_migration_fails_after_unschedulable_timeout(
     wait_for(lambda: len(launcher_pods(w, "pinned")) == 1, what="target pod removed")
 
 
-def test_added_node_selector_is_honoured(world_factory: Callable[..., World]) -> None:
-    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
-                                            {"zone": "c"}])
+def run_kubevirt(world: World, tag: str) -> None:
+    """What Harvester's chart installs: Deployment harvester-system/virt-operator at ``tag``
+    and the KubeVirt CR; the simulated virt-operator reports the version."""
+    c = world.client
+    if c.try_get("v1", "Namespace", "harvester-system") is None:
+        c.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "harvester-system"}})
+    image = f"registry.suse.com/suse/sles/15.7/virt-operator:{tag}"
+    dep = c.try_get("apps/v1", "Deployment", "virt-operator", "harvester-system")
+    if dep is None:
+        labels = {"app.kubernetes.io/name": "virt-operator"}
+        c.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "virt-operator", "namespace": "harvester-system"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                           "template": {"metadata": {"labels": labels},
+                                        "spec": {"containers": [{"name": "virt-operator",
+                                                                 "image": image}]}}}})
+    else:
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            cur["spec"]["template"]["spec"]["containers"][0]["image"] = image
+            return cur
+        c.modify("apps/v1", "Deployment", "virt-operator", fn, "harvester-system")
+    if c.try_get(API, "KubeVirt", "kubevirt", "harvester-system") is None:
+        c.create({"apiVersion": API, "kind": "KubeVirt",
+                  "metadata": {"name": "kubevirt", "namespace": "harvester-system"},
+                  "spec": {"configuration": {}}})
+
+
+def observed(world: World) -> str:
+    kv = world.client.get(API, "KubeVirt", "kubevirt", "harvester-system")
+    return str((kv.get("status") or {}).get("observedKubeVirtVersion") or "")
+
+
+def directed_migration(w: World) -> tuple[str, dict[str, Any]]:
+    """Migrate vm1 with addedNodeSelector naming one node's zone; (that node, target pod)."""
     c = w.client
     c.create(vm_body("vm1"))
     src = wait_running(w, "vm1")["status"]["nodeName"]
@@ -407,11 +439,58 @@ def test_added_node_selector_is_honoured(world_factory: Callable[..., World]) ->
     c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
               "metadata": {"name": "directed", "namespace": "default"},
               "spec": {"vmiName": "vm1", "addedNodeSelector": {"zone": zone}}})
-    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
-             what="VMI on the selected node")
-    m = c.get(API, "VirtualMachineInstanceMigration", "directed", "default")
-    assert m["status"]["phase"] == "Succeeded"
-    assert m["status"]["migrationState"]["targetNode"] == want
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Succeeded"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", "directed",
+                                           "default")), what="migration Succeeded")
+    target = m["status"]["migrationState"]["targetPod"]
+    return want, c.get("v1", "Pod", target, "default")
+
+
+@pytest.mark.parametrize("tag", ["1.6.3-150700.3.13.1", "v1.6.0"])
+def test_added_node_selector_is_honoured_from_kubevirt_1_6(
+        world_factory: Callable[..., World], tag: str) -> None:
+    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
+                                            {"zone": "c"}])
+    run_kubevirt(w, tag)
+    wait_for(lambda: observed(w) == tag, what="KubeVirt CR observed version")
+    want, pod = directed_migration(w)
+    assert pod["spec"]["nodeName"] == want
+    assert "zone" in (pod["spec"].get("nodeSelector") or {})
+
+
+@pytest.mark.parametrize("tag", ["1.4.0-150600.5.15.1", "1.5.2-150700.3.5.2"])
+def test_added_node_selector_is_ignored_before_kubevirt_1_6(
+        world_factory: Callable[..., World], tag: str) -> None:
+    """virt-controller before v1.6.0 has no such field: the target pod is built from the VMI
+    alone (kubevirt pkg/virt-controller/watch/migration/migration.go at v1.5.2)."""
+    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
+                                            {"zone": "c"}])
+    run_kubevirt(w, tag)
+    wait_for(lambda: observed(w) == tag, what="KubeVirt CR observed version")
+    _, pod = directed_migration(w)
+    assert "zone" not in (pod["spec"].get("nodeSelector") or {})
+
+
+def test_kubevirt_version_follows_the_operator_upgrade(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=2)
+    kv = w.controllers["kubevirt"]
+    run_kubevirt(w, "1.5.2-150700.3.5.2")
+    wait_for(lambda: observed(w) == "1.5.2-150700.3.5.2", what="installed version")
+    assert kv.kubevirt_version() == (1, 5, 2) and not kv.honours_added_node_selector()
+    cr = w.client.get(API, "KubeVirt", "kubevirt", "harvester-system")
+    assert cr["status"]["phase"] == "Deployed"
+    run_kubevirt(w, "1.6.3-150700.3.13.1")     # the chart rolls virt-operator
+    st = wait_for(lambda: (lambda s: s if s.get("phase") == "Deploying" else None)(
+        w.client.get(API, "KubeVirt", "kubevirt", "harvester-system").get("status") or {}),
+        what="Deploying")
+    assert st["targetKubeVirtVersion"] == "1.6.3-150700.3.13.1"
+    assert st["observedKubeVirtVersion"] == "1.5.2-150700.3.5.2"
+    assert not kv.honours_added_node_selector()    # still the old virt-controller
+    wait_for(lambda: observed(w) == "1.6.3-150700.3.13.1", what="upgraded version")
+    st = w.client.get(API, "KubeVirt", "kubevirt", "harvester-system")["status"]
+    assert st["phase"] == "Deployed"
+    assert kv.honours_added_node_selector()
 
 
 # --------------------------------------------------------------------------- faults

@@ -7,16 +7,23 @@
 * when a chart's generation changes (e.g. ``spec.version``) and it is not ``paused``:
   ``Ready=False`` (``WaitApplied``) at once; the Bundle is updated; the ``harvester`` chart
   rolls the Harvester workloads in ``harvester-system`` (Deployments ``harvester``,
-  ``harvester-webhook``, DaemonSet ``harvester-node-manager``) to the new release's images
-  (same repositories, tags from the release catalog) and the workload controllers roll
-  them; after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
+  ``harvester-webhook``, ``virt-operator``, DaemonSet ``harvester-node-manager``) to the new
+  release's images (same repositories, tags from the release catalog; virt-operator moves
+  from ``suse/sles/15.6`` to ``15.7`` with v1.6.0) and applies the KubeVirt CR's
+  ``spec.configuration`` of the release's chart, and the workload controllers roll them;
+  after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
   ``Ready=True`` with ``summary.ready=1``. Span ``chart_rollout`` per chart.
 * fault ``chart_stuck`` (target ``chart``): the chart never becomes Ready again.
 
 At setup, the Harvester system workloads (above, plus Deployment ``rancher`` in
-``cattle-system``) are created from the installed release when the scenario has none, and
-the ``harvester``/``harvester-crd`` charts when missing. The Rancher Deployment is upgraded
-by ``upgrade_manifests.sh`` (helm upgrade), not by a chart.
+``cattle-system``), the Service ``harvester`` (port 8443, Harvester's API) and the KubeVirt CR
+``harvester-system/kubevirt`` are created from the installed release when the scenario has
+none, and the ``harvester``/``harvester-crd`` charts when missing. Sources: harvester/harvester
+``deploy/charts/harvester`` (``templates/service.yaml``, ``dependency_charts/kubevirt-operator``
+Deployment: 1 replica, limits 500m / 512Mi; ``dependency_charts/kubevirt`` KubeVirt CR and
+``values.yaml`` ``kubevirt.spec.configuration``: ``vmRolloutStrategy: LiveUpdate`` from
+v1.6.0). The Rancher Deployment is upgraded by ``upgrade_manifests.sh`` (helm upgrade), not
+by a chart.
 """
 
 from __future__ import annotations
@@ -43,11 +50,33 @@ MC_API = "management.cattle.io/v3"
 BUNDLE_API = "fleet.cattle.io/v1alpha1"
 HARVESTER_NS = "harvester-system"
 HARVESTER_DEPLOYMENTS = ("harvester", "harvester-webhook")
+VIRT_OPERATOR = "virt-operator"
+KUBEVIRT_API = "kubevirt.io/v1"
+HARVESTER_API_PORT = 8443
 HARVESTER_DAEMONSETS = ("harvester-node-manager",)
 CHART_WORKLOADS: dict[str, list[tuple[str, str, str]]] = {
     "harvester": [("Deployment", HARVESTER_NS, n) for n in HARVESTER_DEPLOYMENTS]
+    + [("Deployment", HARVESTER_NS, VIRT_OPERATOR)]
     + [("DaemonSet", HARVESTER_NS, n) for n in HARVESTER_DAEMONSETS],
 }
+
+
+def kubevirt_configuration(version: str) -> dict[str, Any]:
+    """``spec.configuration`` of the KubeVirt CR in Harvester's chart at ``version`` (the parts
+    the simulator acts on): ``vmRolloutStrategy: LiveUpdate`` and the VMLiveUpdateFeatures
+    gate arrived in v1.6.0's values.yaml."""
+    from ..releases.catalog import parse_version
+
+    try:
+        newer = parse_version(version)[:3] >= (1, 6, 0)
+    except ValueError:
+        newer = False
+    gates = ["LiveMigration", "HotplugVolumes", "HostDevices", "GPU", "CPUManager",
+             "VMPersistentState"] + (["VMLiveUpdateFeatures", "ExpandDisks"] if newer else [])
+    conf: dict[str, Any] = {"developerConfiguration": {"featureGates": gates}}
+    if newer:
+        conf["vmRolloutStrategy"] = "LiveUpdate"
+    return conf
 
 
 def _app_version(chart_version: str) -> str:
@@ -116,10 +145,38 @@ class ChartsController:
             for name in HARVESTER_DAEMONSETS:
                 img = self._image_for(version, f"rancher/{name}", "v0.3.1")
                 self._create(self._daemonset(HARVESTER_NS, name, img))
+            img = self._image_for(version, VIRT_OPERATOR, "")
+            if img.rsplit(":", 1)[-1]:
+                dep = self._deployment(HARVESTER_NS, VIRT_OPERATOR, img, 1)
+                ctr = dep["spec"]["template"]["spec"]["containers"][0]
+                ctr["resources"] = {"limits": {"cpu": "500m", "memory": "512Mi"}}
+                for d in (dep["metadata"]["labels"], dep["spec"]["selector"]["matchLabels"],
+                          dep["spec"]["template"]["metadata"]["labels"]):
+                    d["app.kubernetes.io/component"] = "operator"
+                self._create(dep)
+            self._ensure_harvester_service()
+            if self.client.registry.by_kind(KUBEVIRT_API, "KubeVirt"):
+                self._create({"apiVersion": KUBEVIRT_API, "kind": "KubeVirt",
+                              "metadata": {"name": "kubevirt", "namespace": HARVESTER_NS},
+                              "spec": {"configuration": kubevirt_configuration(version),
+                                       "infra": {"nodePlacement": {}}}})
         rancher = str(rel.get("rancher") or "")
         if rancher and c.try_get("v1", "Namespace", "cattle-system") is not None:
             img = self._image_for(version, "rancher/rancher", rancher)
             self._create(self._deployment("cattle-system", "rancher", img, replicas))
+
+    def _ensure_harvester_service(self) -> None:
+        """Service ``harvester`` (chart templates/service.yaml: port 8443 named https, to the
+        apiserver pods' ``https`` port)."""
+        self._create({"apiVersion": "v1", "kind": "Service",
+                      "metadata": {"name": "harvester", "namespace": HARVESTER_NS,
+                                   "labels": {"app.kubernetes.io/name": "harvester",
+                                              "app.kubernetes.io/component": "apiserver"}},
+                      "spec": {"type": "ClusterIP",
+                               "selector": {"app.kubernetes.io/name": "harvester",
+                                            "app.kubernetes.io/component": "apiserver"},
+                               "ports": [{"name": "https", "port": HARVESTER_API_PORT,
+                                          "protocol": "TCP", "targetPort": "https"}]}})
 
     def _create(self, obj: dict[str, Any]) -> None:
         try:
@@ -147,7 +204,10 @@ class ChartsController:
                                         if name == "harvester" else name}},
                 "spec": {"containers": [{"name": name, "image": image,
                                          "resources": {"requests": {"cpu": "100m",
-                                                                    "memory": "128Mi"}}}],
+                                                                    "memory": "128Mi"}},
+                                         **({"ports": [{"name": "https", "protocol": "TCP",
+                                                        "containerPort": HARVESTER_API_PORT}]}
+                                            if name == "harvester" else {})}],
                          "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}}
 
     def _deployment(self, ns: str, name: str, image: str, replicas: int) -> dict[str, Any]:
@@ -283,7 +343,11 @@ class ChartsController:
     # ---------------------------------------------------------------- rollout
     def _set_images(self, kind: str, ns: str, name: str, version: str) -> bool:
         """Point the workload's containers at the release's image of the same repository."""
-        images = {image_repository(ref): ref for ref, _ in release_images(self.world, version)}
+        refs = [ref for ref, _ in release_images(self.world, version)]
+        images = {image_repository(ref): ref for ref in refs}
+        by_base: dict[str, list[str]] = {}
+        for ref in refs:
+            by_base.setdefault(image_repository(ref).rsplit("/", 1)[-1], []).append(ref)
         obj = self.client.try_get("apps/v1", kind, name, ns)
         if obj is None:
             return False
@@ -293,6 +357,9 @@ class ChartsController:
             for c in cur["spec"]["template"]["spec"].get("containers") or []:
                 repo = image_repository(str(c.get("image", "")))
                 new = images.get(repo)
+                base = by_base.get(repo.rsplit("/", 1)[-1]) or []
+                if new is None and len(base) == 1:   # moved, e.g. suse/sles/15.6 -> 15.7
+                    new = base[0]
                 if new is None and repo.rsplit("/", 1)[-1] in ("harvester", "harvester-webhook"):
                     new = f"{repo}:{version}"
                 if new is not None and new != c.get("image"):
@@ -344,12 +411,34 @@ class ChartsController:
         app = _app_version(version)
         for kind, ns, wname in workloads:
             self._set_images(kind, ns, wname, app)
+        if name == "harvester":
+            self._apply_kubevirt_configuration(app)
         yield self.world.timings.chart_rollout_s
         yield lambda: all(self._rolled(k, ns, w) for k, ns, w in workloads)
         self._write(name, gen, ready=True, msg="")
         self.world.timeline.record("span", what="chart_rollout", node="", chart=name,
                                    start=t0, end=self.world.clock.now())
         self.world.timeline.record("chart_ready", chart=name, version=version)
+
+
+    def _apply_kubevirt_configuration(self, version: str) -> None:
+        conf = kubevirt_configuration(version)
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+            spec = cur.setdefault("spec", {})
+            merged = {**(spec.get("configuration") or {}), **conf}
+            if not conf.get("vmRolloutStrategy"):
+                merged.pop("vmRolloutStrategy", None)
+            if merged == spec.get("configuration"):
+                return None
+            spec["configuration"] = merged
+            return cur
+
+        try:
+            self.client.modify(KUBEVIRT_API, "KubeVirt", "kubevirt", fn, HARVESTER_NS)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
 
 
 def setup(world: Any) -> ChartsController:

@@ -973,7 +973,8 @@ def images_diff(old: Release, new: Release) -> tuple[list[str], list[str]]:
 
 __all__ = [
     "CATALOG", "Image", "Release", "ReleaseSet", "archived_versions", "get_release",
-    "images_diff", "known_versions", "kubevirt_semver", "parse_version", "previous_version", "release_from_dict",
+    "images_diff", "known_versions", "kubevirt_semver", "parse_version", "previous_version",
+    "release_from_dict",
     "synthesize_release", "version_key",
 ]
 
