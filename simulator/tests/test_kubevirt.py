@@ -561,3 +561,127 @@ def test_node_reboot_kills_its_vms_and_they_restart_elsewhere(
     v2 = wait_for(lambda: (lambda x: x if x and x["metadata"]["uid"] != v["metadata"]["uid"]
                            else None)(running(w, "vm1")), what="VM restarted")
     assert v2["status"]["nodeName"] != node
+
+
+# --------------------------------------------------------------------------- Harvester's migrate
+def harvester_api(w: World, version: tuple[int, int, int]) -> Callable[..., Any]:
+    from harvester_sim.controllers import harvester_vm
+
+    # the Harvester version the controllers run is the harvester Deployment's image tag
+    tag = "v" + ".".join(map(str, version))
+    labels = {"app.kubernetes.io/name": "harvester"}
+    w.client.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": "harvester", "namespace": "harvester-system"},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                              "template": {"metadata": {"labels": labels},
+                                           "spec": {"containers": [{
+                                               "name": "harvester",
+                                               "image": f"rancher/harvester:{tag}"}]}}}})
+    if "harvester_vm" not in w.controllers:
+        w.controllers["harvester_vm"] = harvester_vm.setup(w)
+    handler = harvester_vm.api_handler(w, w.client_for("harvester"), version)
+
+    def call(vm: str, body: bytes, action: str = "migrate",
+             method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+        return handler(method, f"/v1/harvester/kubevirt.io.virtualmachines/default/{vm}",
+                       f"action={action}", {}, body)
+    return call
+
+
+@pytest.mark.parametrize("harvester,tag", [((1, 5, 1), "1.4.0-150600.5.15.1"),
+                                           ((1, 6, 0), "1.5.2-150700.3.5.2")])
+def test_harvester_migrate_action_pins_the_target(
+        world_factory: Callable[..., World], harvester: tuple[int, int, int], tag: str) -> None:
+    """v1.5.1 pins the VMI's nodeSelector, v1.6.0 the VM template's (copied to the VMI by
+    KubeVirt's LiveUpdate); either way the target pod gets it and the migration lands there;
+    Harvester's controller removes the pin when the migration has completed."""
+    w = world_factory(nodes=4)
+    run_kubevirt(w, tag)
+    if harvester >= (1, 6, 0):
+        w.client.modify(API, "KubeVirt", "kubevirt",
+                        lambda cur: {**cur, "spec": {"configuration": {
+                            "vmRolloutStrategy": "LiveUpdate"}}}, "harvester-system")
+    wait_for(lambda: observed(w) == tag, what="KubeVirt version")
+    call = harvester_api(w, harvester)
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    want = next(f"node-{i}" for i in (3, 2, 1, 0) if f"node-{i}" != src)
+    code, _, body = call("vm1", f'{{"nodeName": "{want}"}}'.encode())
+    assert code == 204, body
+    migs = c.list(API, "VirtualMachineInstanceMigration", "default")
+    assert len(migs) == 1 and migs[0]["metadata"]["name"].startswith("vm1-")
+    assert "addedNodeSelector" not in migs[0]["spec"]
+    name = migs[0]["metadata"]["name"]
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Succeeded"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", name,
+                                           "default")), what="migration Succeeded")
+    pod = c.get("v1", "Pod", m["status"]["migrationState"]["targetPod"], "default")
+    assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == want
+    assert pod["spec"]["nodeName"] == want
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
+             what="VMI on the target")
+    # the pin and the annotations go once the migration has completed
+    wait_for(lambda: not ((running(w, "vm1") or {}).get("spec") or {}).get("nodeSelector", {})
+             .get("kubernetes.io/hostname"), what="VMI selector reset")
+    v = running(w, "vm1")
+    assert not {"harvesterhci.io/migrationUID", "harvesterhci.io/migrationTargetNodeName"} & \
+        set((v or {})["metadata"].get("annotations") or {})
+    vm = c.get(API, "VirtualMachine", "vm1", "default")
+    assert "kubernetes.io/hostname" not in (vm["spec"]["template"]["spec"].get("nodeSelector")
+                                            or {})
+
+
+def test_harvester_migrate_action_v1_7_uses_added_node_selector(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=3)
+    run_kubevirt(w, "1.6.3-150700.3.13.1")
+    wait_for(lambda: observed(w) == "1.6.3-150700.3.13.1", what="KubeVirt version")
+    call = harvester_api(w, (1, 7, 0))
+    w.client.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    want = next(f"node-{i}" for i in (2, 1, 0) if f"node-{i}" != src)
+    assert call("vm1", f'{{"nodeName": "{want}"}}'.encode())[0] == 204
+    mig = w.client.list(API, "VirtualMachineInstanceMigration", "default")[0]
+    assert mig["spec"]["addedNodeSelector"] == {"kubernetes.io/hostname": want}
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
+             what="VMI on the target")
+
+
+def test_harvester_migrate_action_refuses_bad_input(world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=3)
+    run_kubevirt(w, "1.4.0-150600.5.15.1")
+    call = harvester_api(w, (1, 5, 1))
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    # body that does not decode: 422, the handler's text
+    code, hdrs, body = call("vm1", b"{not json")
+    assert code == 422 and body.startswith(b"Failed to decode request body")
+    assert hdrs["Content-Type"].startswith("text/plain")
+    # the node it runs on
+    code, _, body = call("vm1", f'{{"nodeName": "{src}"}}'.encode())
+    assert code == 500 and body == b"The target node is non-migratable"
+    # a node that does not exist
+    code, _, body = call("vm1", b'{"nodeName": "nope"}')
+    assert (code, body) == (500, b"The target node is non-migratable")
+    # a VM that does not exist
+    code, _, body = call("ghost", b'{"nodeName": "node-1"}')
+    assert code == 500 and b"not found" in body
+    # an unknown action, a GET
+    code, _, body = call("vm1", b"{}", action="teleport")
+    assert code == 422 and b"InvalidAction" in body
+    assert call("vm1", b"{}", method="GET")[0] == 405
+    # nothing was changed by any of these
+    assert c.list(API, "VirtualMachineInstanceMigration", "default") == []
+    v = running(w, "vm1")
+    assert not (v or {})["spec"].get("nodeSelector")
+    assert "harvesterhci.io/migrationTargetNodeName" not in \
+        ((v or {})["metadata"].get("annotations") or {})
+    # a VM already migrating
+    other = next(f"node-{i}" for i in (2, 1, 0) if f"node-{i}" != src)
+    assert call("vm1", f'{{"nodeName": "{other}"}}'.encode())[0] == 204
+    wait_for(lambda: ((running(w, "vm1") or {})["metadata"].get("annotations") or {})
+             .get("harvesterhci.io/migrationUID"), what="migration annotation")
+    code, _, body = call("vm1", f'{{"nodeName": "{other}"}}'.encode())
+    assert code == 500 and b"already in a migrating state" in body
