@@ -495,10 +495,8 @@ class Kube:
         refusals with a 500, so neither a 5xx nor a lost connection is retried here; the
         caller decides. A transport failure is status 0.
         """
-        import json as _json
-
         api = self.dyn.client
-        data = _json.dumps(body)
+        data = body   # the client serializes a dict as JSON (a str would be sent as a string)
         headers = {"Content-Type": "application/json", "Accept": "*/*"}
         try:
             if hasattr(api, "param_serialize"):       # kubernetes >= 33 (generator v7)

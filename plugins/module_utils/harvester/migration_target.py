@@ -117,5 +117,10 @@ def harvester_migrate(kube: Any, namespace: str, name: str, node: str) -> None:
     :class:`ActionRefused` unless Harvester answers 204 (it created the migration)."""
     status, body = kube.raw_post(HARVESTER_PROXY.format(namespace=namespace, name=name),
                                  {"nodeName": node})
+    forget = getattr(kube, "forget", None)
+    if forget is not None:   # Harvester wrote these (a step's remembered reads are stale)
+        for kind in ("VirtualMachineInstanceMigration", "VirtualMachineInstance",
+                     "VirtualMachine"):
+            forget("kubevirt.io/v1", kind)
     if status not in (200, 204):
         raise ActionRefused(status, body.decode(errors="replace").strip()[:500])
