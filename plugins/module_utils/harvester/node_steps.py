@@ -443,7 +443,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
-    out["why"] = res.get("deferred") or res.get("skipped") or ""
+    out["why"] = res.get("deferred") or res.get("skipped") or res.get("partial") or ""
     if finish > 0 and not out["why"]:
         fin = finish_head_start(kube, writer, nxt, found["secret"], finish,
                                 stopped=bool(out["stopping"]))
@@ -1045,10 +1045,13 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         # Harvester's action pins a migration that waits in KubeVirt's queue only loosely
         # (v1.6.x drops the VM's pin as soon as the migration is seen): start only what
         # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
+        limit = len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2
         _migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
-                     concurrency=len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2,
-                     retries=0, migration_timeout=0, timeout=0, start_only=True,
-                     mechanism=how)
+                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
+                     start_only=True, mechanism=how)
+        if len(p.migrate) > limit:   # the node's own cycle moves the rest: nothing to await
+            result["partial"] = (f"{len(p.migrate) - limit} more left to {node}'s own cycle "
+                                 "(Harvester's migrate action pins only what runs at once)")
         result["changed"] |= bool(result["started"])
     return result
 
@@ -1232,9 +1235,18 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
             try:
                 start(move)
             except mt.ActionRefused as exc:
-                if exc.status in (0, 429, 503):   # Harvester's API not reachable right now
+                if exc.status in (0, 429, 503) or "already in a migrating state" in exc.text:
+                    # Harvester's API not reachable right now, or its pin of an earlier
+                    # migration not yet removed: try again
                     attempts[key] -= 1
                     requeue.append(move)
+                    continue
+                if "is not live migratable as" in exc.text:
+                    # Harvester's own policy (ValidateVMMigratable: CD-ROM, container disk,
+                    # ...) for its action; KubeVirt migrates such a VM, without a target
+                    attempts[key] -= 1
+                    requeue.append(ev.Move(move.vm, None, f"{move.why}; Harvester's migrate "
+                                           f"action refuses it ({exc.text}): KubeVirt chooses"))
                     continue
                 # refused (VM not ready, target not migratable, ...): a failed attempt
                 failures.setdefault(key, []).append(str(exc))

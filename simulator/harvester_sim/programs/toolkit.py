@@ -453,7 +453,7 @@ def upgrade_manifests(ctx: ProgramContext) -> Prog:
     yield from _upgrade_rancher(ctx, meta.get("rancher", ""))
     for chart in ("harvester-crd", "harvester"):
         yield from _upgrade_chart(ctx, chart, meta.get("harvesterChart", ""))
-    yield from _wait_kubevirt(ctx, meta.get("kubevirt", ""))
+    yield from _wait_kubevirt(ctx, meta.get("kubevirt") or _repo_kubevirt(ctx, meta["harvester"]))
     for chart in ("rancher-monitoring-crd", "rancher-monitoring"):
         if ctx.client.try_get("management.cattle.io/v3", "ManagedChart", chart,
                               "fleet-local") is not None:
@@ -468,6 +468,15 @@ def upgrade_manifests(ctx: ProgramContext) -> Prog:
                               end=ctx.world.clock.now(), **_job_pod(ctx))
     ctx.world.timeline.record("cluster_upgrade_done", version=meta["harvester"])
     return 0
+
+
+def _repo_kubevirt(ctx: ProgramContext, version: str) -> str:
+    """``kubevirt`` of the repo's harvester-release.yaml (lib.sh ``detect_repo``; the plan's
+    releaseMetadata does not carry it)."""
+    from ..controllers._upgrade_util import release_for
+
+    rel = release_for(ctx.world, version)
+    return str(getattr(rel, "kubevirt", "") or "")
 
 
 def _kubevirt_reached(observed: str, want: str) -> bool:
