@@ -126,8 +126,16 @@ def migrations(run: Run) -> dict[str, Any]:
                 if e.get("vm") not in vms:
                     vms.append(str(e.get("vm")))
     lb = len({vm for v in mig.values() for vm in v}) + len(mig.get(first, []))
+    tl = run.report.get("timeline") or []
+    # how target-aware migrations reached their node: Harvester's migrate action (KubeVirt
+    # before v1.6.0) leaves harvester_vm_migrate events, addedNodeSelector does not
+    action = sum(1 for e in tl if e.get("event") == "harvester_vm_migrate")
+    mechanism = ("harvester-migrate-action" if action else
+                 "addedNodeSelector" if run.extra_vars.get("node_upgrade_target_aware", True)
+                 else "scheduler")
     return {"total": total, "lower_bound": lb, "first_node": first,
-            "ratio": round(total / lb, 3) if lb else None}
+            "ratio": round(total / lb, 3) if lb else None, "mechanism": mechanism,
+            "harvester_actions": action}
 
 
 def first_node(run: Run) -> str:
@@ -266,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="node_upgrade_mode(s) for twenty-node (default: --modes)")
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the naive-evacuation baseline run (figure 3)")
+    ap.add_argument("--no-mechanisms", action="store_true",
+                    help="skip the run of the migration scenario upgraded to v1.7.0 (KubeVirt "
+                         "1.6.3: addedNodeSelector; the others run Harvester's migrate action)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="three-node runs per mode; the one with the median overhead is "
                          "recorded (a 25 s run varies by +-0.02 from run to run)")
@@ -303,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_baseline:
         do("baseline-naive", runs[mig_label]["scenario"], args.speed,
            {**mode_vars(primary), "node_upgrade_target_aware": False})
+    if not args.no_mechanisms:
+        do("migration-v1.7.0", to_v17(runs[mig_label]["scenario"], out), args.speed,
+           mode_vars(primary))
     if not args.no_hundred:
         do(label("hundred-node", primary), "hundred-node", args.hundred_speed,
            mode_vars(primary))
@@ -321,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         **by_mode[primary],
         "migrations_over_lower_bound": mig["migrations"]["ratio"] if mig else None,
         "baseline_migrations_over_lower_bound": base["migrations"]["ratio"] if base else None,
+        # figure 3 per mechanism (the KubeVirt the upgraded cluster runs decides it)
+        "migrations_over_lower_bound_by_mechanism": {
+            r["migrations"]["mechanism"]: r["migrations"]["ratio"]
+            for r in (mig, runs.get("migration-v1.7.0")) if r},
         "sim_peak_rss_mb": max([r["sim_peak_rss_mb"] for r in runs.values()] +
                                [float(s.get("peak_rss_mb") or 0) for s in scale.values()]),
         "invariant_violations": sum(r["invariant_violations"] + sum(
@@ -347,6 +365,25 @@ def main(argv: list[str] | None = None) -> int:
 MODES = ("steps", "node")
 
 
+def to_v17(scenario: str, out: Path) -> str:
+    """``scenario`` installed at v1.6.1 with v1.7.0 available (a scenario file in ``out``):
+    after the cluster upgrade KubeVirt runs 1.6.3, so migrations use addedNodeSelector."""
+    import yaml
+
+    from harvester_sim.scenarios import loader
+
+    scn = yaml.safe_load(loader.resolve(scenario).read_text())
+    scn["name"] = f"{scn.get('name', scenario)}-to-v1.7.0"
+    scn["harvester"] = {**(scn.get("harvester") or {}), "installed": "v1.6.1",
+                        "available": ["v1.7.0"]}
+    for k in ("rke2", "rancher"):   # pinned to the v1.5 line in some scenarios
+        (scn.get("harvester") or {}).pop(k, None)
+    path = out / f"{scn['name']}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(scn, sort_keys=False))
+    return str(path)
+
+
 def label(scenario: str, mode: str) -> str:
     """Run label: the scenario for mode ``steps`` (the labels of the results recorded before
     ``node`` became the role's default), else ``<scenario>@<mode>``."""
@@ -360,7 +397,7 @@ def mode_vars(mode: str) -> dict[str, Any]:
 def keyed(runs: dict[str, dict[str, Any]], mode: str) -> dict[str, Any]:
     """The keyed figures of one node_upgrade_mode (from its three/twenty/hundred runs)."""
     mine = {k.split("@")[0]: v for k, v in runs.items()
-            if k != "baseline-naive" and k != "migration" and
+            if k not in ("baseline-naive", "migration", "migration-v1.7.0") and
             (k.split("@")[1] if "@" in k else "steps") == mode}
     hook_all: list[float] = []
     for k in ("three-node", "twenty-node"):
@@ -429,7 +466,7 @@ def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: st
     def row(name: str, where: str, value: str, target: str) -> None:
         rows.append((name, where, value, target))
 
-    main = [k for k in runs if k not in ("baseline-naive", "migration")]
+    main = [k for k in runs if k not in ("baseline-naive", "migration", "migration-v1.7.0")]
     for k in main:
         if not k.startswith("hundred-node"):
             r = runs[k]
@@ -450,9 +487,15 @@ def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: st
     m = runs[mig_label]["migrations"]
     b = (runs.get("baseline-naive") or {}).get("migrations")
     row("3 migrations / lower bound", f"{mig_label} x{runs[mig_label]['speed']:g}",
-        f"{_fmt(m['ratio'])} ({m['total']}/{m['lower_bound']}); naive baseline "
+        f"{_fmt(m['ratio'])} ({m['total']}/{m['lower_bound']}, {m.get('mechanism')}); naive "
+        "baseline "
         + (f"{_fmt(b['ratio'])} ({b['total']}/{b['lower_bound']})" if b else "not run"),
         f"1.00{_mark(m['ratio'], t['migrations'])}")
+    v17 = (runs.get("migration-v1.7.0") or {}).get("migrations")
+    if v17:
+        row("3 migrations / lower bound, to v1.7.0", "migration-v1.7.0",
+            f"{_fmt(v17['ratio'])} ({v17['total']}/{v17['lower_bound']}, "
+            f"{v17.get('mechanism')})", f"1.00{_mark(v17['ratio'], t['migrations'])}")
     for k in main:
         if k:
             r = runs[k]

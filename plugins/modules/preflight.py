@@ -97,7 +97,7 @@ checks:
       type: list
       elements: str
     family:
-      description: C(webhook), C(controller) or C(version).
+      description: C(webhook), C(controller), C(version) or C(info) (informational, never fails).
       type: str
 failed_checks:
   description: Names of the failed checks.

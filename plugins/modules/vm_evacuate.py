@@ -18,7 +18,12 @@ description:
     C(VMShutdownCompleted)).
   - Then taints the node C(kubevirt.io/drain=draining:NoSchedule) and starts
     VirtualMachineInstanceMigrations with bounded concurrency. With I(target_aware=true) each
-    migration carries C(spec.addedNodeSelector) C(kubernetes.io/hostname=<target>) naming an
+    migration is sent to a chosen node: on KubeVirt v1.6.0 and later (KubeVirt CR
+    C(status.observedKubeVirtVersion)) it carries C(spec.addedNodeSelector)
+    C(kubernetes.io/hostname=<target>); on older KubeVirt, which has no such field, Harvester's
+    VM C(migrate) action is called with C({"nodeName": <target>}) through the API server's
+    proxy to Service C(harvester-system/harvester) (needs C(create) on C(services/proxy)
+    C(https:harvester:8443)). The target is an
     already-upgraded node with room (allocatable minus requests), falling back to a
     not-yet-upgraded node (the one Rancher drains last) only when no upgraded node has room,
     so a VM moves once rather than once per node.
@@ -44,8 +49,9 @@ options:
     type: str
   target_aware:
     description:
-      - Target already-upgraded nodes with C(addedNodeSelector). C(false) gives the naive
-        behaviour (the scheduler picks), for the benchmark baseline.
+      - Target already-upgraded nodes (C(addedNodeSelector) or Harvester's migrate action, by
+        KubeVirt version). C(false) gives the naive behaviour (the scheduler picks), for the
+        benchmark baseline.
     type: bool
     default: true
   concurrency:
@@ -122,6 +128,16 @@ shutdown:
   returned: always
   type: list
   elements: str
+mechanism:
+  description:
+    - How migrations are sent to their target, C(addedNodeSelector) or
+      C(harvester-migrate-action) (also in check mode).
+  returned: when target-aware migrations are planned
+  type: str
+mechanism_why:
+  description: The KubeVirt version (or schema) that decided it.
+  returned: when target-aware migrations are planned
+  type: str
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (

@@ -27,6 +27,7 @@ class Timings:
     download_mib_s: float = 100.0       # ISO download rate (VirtualMachineImage import)
     chart_rollout_s: float = 30.0       # ManagedChart / Deployment roll to new images
     rancher_upgrade_s: float = 60.0     # Rancher Deployment upgrade
+    kubevirt_upgrade_s: float = 120.0   # virt-operator rolls KubeVirt to its own version
     replica_rebuild_s: float = 60.0     # Longhorn replica rebuild after a node returns
     job_pod_overhead_s: float = 1.0     # Job pod creation -> container start
     volume_provision_s: float = 2.0     # CSI CreateVolume (Longhorn) for a new claim

@@ -43,6 +43,7 @@ CONTROLLER_MODULES = [
     "harvester_sim.controllers.disruption",
     "harvester_sim.controllers.volumes",
     "harvester_sim.controllers.kubevirt",
+    "harvester_sim.controllers.harvester_vm",
     "harvester_sim.controllers.longhorn",
     "harvester_sim.controllers.harvester_images",
     "harvester_sim.controllers.suc",

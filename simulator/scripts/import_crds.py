@@ -36,16 +36,17 @@ import yaml
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "harvester_sim" / "crds"
 
-# Harvester releases of the simulator's catalog (harvester_sim/releases/catalog.py) and
-# the component versions the catalog gives them.
-RELEASES = {
-    "v1.4.3": {"longhorn": "v1.7.3", "rancher": "v2.10.6"},
-    "v1.5.0": {"longhorn": "v1.8.1", "rancher": "v2.11.0"},
-    "v1.5.1": {"longhorn": "v1.8.2", "rancher": "v2.11.3"},
-    "v1.6.0": {"longhorn": "v1.9.1", "rancher": "v2.12.0"},
-    "v1.6.1": {"longhorn": "v1.9.2", "rancher": "v2.12.2"},
-    "v1.7.0": {"longhorn": "v1.10.1", "rancher": "v2.13.1"},
-}
+
+
+def releases() -> dict[str, dict[str, str]]:
+    """The catalog's releases (harvester_sim/releases/catalog.py) and the Longhorn and
+    Rancher versions it gives each: the one place those versions are written."""
+    sys.path.insert(0, str(HERE.parent))
+    from harvester_sim.releases.catalog import CATALOG
+
+    return {v: {"longhorn": r.longhorn, "rancher": r.rancher} for v, r in CATALOG.items()}
+
+
 TOOLKIT_COMMIT = "5ac1bbe35a6b4f61247aa09162cc6a9099dddd4f"
 
 # The kinds the simulator serves (plural.group), per component.
@@ -166,6 +167,13 @@ def harvester(m: Mirror, tag: str) -> tuple[list[dict[str, Any]], list[dict[str,
         src = {"repo": repo, "path": path, "rev": tag}
         out += [clean_crd(d, src) for d in pick(m.show(repo, tag, path),
                                                 (f"{plural}.harvesterhci.io",), path)]
+    # The KubeVirt CR's own CRD: the harvester-crd chart's crd-kubevirt-<v>.yaml from v1.5.1,
+    # before that the kubevirt-operator dependency chart's crds/ (both ship it whole).
+    kv_crd = [f for f in m.ls(repo, tag, base) if f.startswith("crd-kubevirt")]
+    path = (f"{base}/{kv_crd[0]}" if kv_crd else
+            "deploy/charts/harvester/dependency_charts/kubevirt-operator/crds/crd-kubevirt.yaml")
+    out += [clean_crd(d, {"repo": repo, "path": path, "rev": tag})
+            for d in pick(m.show(repo, tag, path), ("kubevirts.kubevirt.io",), path)]
     values = m.show(repo, tag, "deploy/charts/harvester/values.yaml")
     mm = re.search(r"&kubevirtVersion +v?(\d+\.\d+\.\d+)", values)
     if not mm:
@@ -411,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     w = Writer(args.out)
     index: dict[str, Any] = {"harvester": {}, "longhorn": {}, "rancher": {},
                              "upgrade-toolkit": {}}
-    for tag, comps in RELEASES.items():
+    for tag, comps in releases().items():
         hv, kv, kv_version = harvester(m, tag)
         index["harvester"][tag] = {"harvester": w.write("harvester", tag, hv),
                                    "kubevirt": w.write("kubevirt", kv_version, kv),

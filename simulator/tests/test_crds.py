@@ -69,7 +69,7 @@ def test_served_vmim_crd_of_a_v1_5_1_cluster(raw: Callable[..., Any]) -> None:
 def test_every_served_crd_names_its_source(raw: Callable[..., Any]) -> None:
     items = [c for c in raw("GET", CRD_PATH).json()["items"]
              if c["spec"]["group"] in crds.GROUP_COMPONENT]  # other tests add their own
-    assert len(items) == 22
+    assert len(items) == 23
     for c in items:
         src = crds.source_of(c)
         assert src.startswith("github.com/") and "@" in src, (c["metadata"]["name"], src)
@@ -109,7 +109,7 @@ def test_every_catalog_release_resolves_to_stored_files() -> None:
         assert rel.longhorn in idx["longhorn"] and rel.rancher in idx["rancher"], version
         docs = crds.crds_for(rel)
         names = [d["metadata"]["name"] for d in docs]
-        assert len(names) == len(set(names)) == 22, version
+        assert len(names) == len(set(names)) == 23, version
         for d in docs:
             for v in d["spec"]["versions"]:
                 schema = (v.get("schema") or {}).get("openAPIV3Schema")

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import harvester_sim
 from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import kubevirt
 from harvester_sim.world import World
 
-CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
 API = "kubevirt.io/v1"
 FAST = {"vm_start_s": 5, "vm_stop_s": 5, "pod_start_s": 1, "migration_overhead_s": 5,
         "migration_bandwidth_mib_s": 1024}
@@ -393,10 +390,41 @@ def test_pinned_vm_migration_fails_after_unschedulable_timeout(
     wait_for(lambda: len(launcher_pods(w, "pinned")) == 1, what="target pod removed")
 
 
-def test_added_node_selector_is_honoured(world_factory: Callable[..., World]) -> None:
-    # the field exists from KubeVirt v1.6 (Harvester v1.7.0); older CRDs prune it
-    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
-                                            {"zone": "c"}], release="v1.7.0")
+def run_kubevirt(world: World, tag: str) -> None:
+    """What Harvester's chart installs: Deployment harvester-system/virt-operator at ``tag``
+    and the KubeVirt CR; the simulated virt-operator reports the version."""
+    c = world.client
+    if c.try_get("v1", "Namespace", "harvester-system") is None:
+        c.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "harvester-system"}})
+    image = f"registry.suse.com/suse/sles/15.7/virt-operator:{tag}"
+    dep = c.try_get("apps/v1", "Deployment", "virt-operator", "harvester-system")
+    if dep is None:
+        labels = {"app.kubernetes.io/name": "virt-operator"}
+        c.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "virt-operator", "namespace": "harvester-system"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                           "template": {"metadata": {"labels": labels},
+                                        "spec": {"containers": [{"name": "virt-operator",
+                                                                 "image": image}]}}}})
+    else:
+        def fn(cur: dict[str, Any]) -> dict[str, Any]:
+            cur["spec"]["template"]["spec"]["containers"][0]["image"] = image
+            return cur
+        c.modify("apps/v1", "Deployment", "virt-operator", fn, "harvester-system")
+    if c.try_get(API, "KubeVirt", "kubevirt", "harvester-system") is None:
+        c.create({"apiVersion": API, "kind": "KubeVirt",
+                  "metadata": {"name": "kubevirt", "namespace": "harvester-system"},
+                  "spec": {"configuration": {}}})
+
+
+def observed(world: World) -> str:
+    kv = world.client.get(API, "KubeVirt", "kubevirt", "harvester-system")
+    return str((kv.get("status") or {}).get("observedKubeVirtVersion") or "")
+
+
+def directed_migration(w: World) -> tuple[str, dict[str, Any]]:
+    """Migrate vm1 with addedNodeSelector naming one node's zone; (that node, target pod)."""
     c = w.client
     c.create(vm_body("vm1"))
     src = wait_running(w, "vm1")["status"]["nodeName"]
@@ -405,11 +433,60 @@ def test_added_node_selector_is_honoured(world_factory: Callable[..., World]) ->
     c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
               "metadata": {"name": "directed", "namespace": "default"},
               "spec": {"vmiName": "vm1", "addedNodeSelector": {"zone": zone}}})
-    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
-             what="VMI on the selected node")
-    m = c.get(API, "VirtualMachineInstanceMigration", "directed", "default")
-    assert m["status"]["phase"] == "Succeeded"
-    assert m["status"]["migrationState"]["targetNode"] == want
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Succeeded"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", "directed",
+                                           "default")), what="migration Succeeded")
+    target = m["status"]["migrationState"]["targetPod"]
+    return want, c.get("v1", "Pod", target, "default")
+
+
+@pytest.mark.parametrize("tag", ["1.6.3-150700.3.13.1", "v1.6.0"])
+def test_added_node_selector_is_honoured_from_kubevirt_1_6(
+        world_factory: Callable[..., World], tag: str) -> None:
+    # the CRDs of Harvester v1.7.0 (KubeVirt 1.6.3) declare the field; older ones prune it
+    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
+                                            {"zone": "c"}], release="v1.7.0")
+    run_kubevirt(w, tag)
+    wait_for(lambda: observed(w) == tag, what="KubeVirt CR observed version")
+    want, pod = directed_migration(w)
+    assert pod["spec"]["nodeName"] == want
+    assert "zone" in (pod["spec"].get("nodeSelector") or {})
+
+
+@pytest.mark.parametrize("tag", ["1.4.0-150600.5.15.1", "1.5.2-150700.3.5.2"])
+def test_added_node_selector_is_ignored_before_kubevirt_1_6(
+        world_factory: Callable[..., World], tag: str) -> None:
+    """virt-controller before v1.6.0 has no such field: the target pod is built from the VMI
+    alone (kubevirt pkg/virt-controller/watch/migration/migration.go at v1.5.2). The v1.7.0
+    CRDs keep the field, so this is the controller's own version gate, not pruning."""
+    w = world_factory(nodes=4, node_labels=[{"zone": "a"}, {"zone": "b"}, {"zone": "b"},
+                                            {"zone": "c"}], release="v1.7.0")
+    run_kubevirt(w, tag)
+    wait_for(lambda: observed(w) == tag, what="KubeVirt CR observed version")
+    _, pod = directed_migration(w)
+    assert "zone" not in (pod["spec"].get("nodeSelector") or {})
+
+
+def test_kubevirt_version_follows_the_operator_upgrade(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=2)
+    kv = w.controllers["kubevirt"]
+    run_kubevirt(w, "1.5.2-150700.3.5.2")
+    wait_for(lambda: observed(w) == "1.5.2-150700.3.5.2", what="installed version")
+    assert kv.kubevirt_version() == (1, 5, 2) and not kv.honours_added_node_selector()
+    cr = w.client.get(API, "KubeVirt", "kubevirt", "harvester-system")
+    assert cr["status"]["phase"] == "Deployed"
+    run_kubevirt(w, "1.6.3-150700.3.13.1")     # the chart rolls virt-operator
+    st = wait_for(lambda: (lambda s: s if s.get("phase") == "Deploying" else None)(
+        w.client.get(API, "KubeVirt", "kubevirt", "harvester-system").get("status") or {}),
+        what="Deploying")
+    assert st["targetKubeVirtVersion"] == "1.6.3-150700.3.13.1"
+    assert st["observedKubeVirtVersion"] == "1.5.2-150700.3.5.2"
+    assert not kv.honours_added_node_selector()    # still the old virt-controller
+    wait_for(lambda: observed(w) == "1.6.3-150700.3.13.1", what="upgraded version")
+    st = w.client.get(API, "KubeVirt", "kubevirt", "harvester-system")["status"]
+    assert st["phase"] == "Deployed"
+    assert kv.honours_added_node_selector()
 
 
 # --------------------------------------------------------------------------- faults
@@ -480,3 +557,127 @@ def test_node_reboot_kills_its_vms_and_they_restart_elsewhere(
     v2 = wait_for(lambda: (lambda x: x if x and x["metadata"]["uid"] != v["metadata"]["uid"]
                            else None)(running(w, "vm1")), what="VM restarted")
     assert v2["status"]["nodeName"] != node
+
+
+# --------------------------------------------------------------------------- Harvester's migrate
+def harvester_api(w: World, version: tuple[int, int, int]) -> Callable[..., Any]:
+    from harvester_sim.controllers import harvester_vm
+
+    # the Harvester version the controllers run is the harvester Deployment's image tag
+    tag = "v" + ".".join(map(str, version))
+    labels = {"app.kubernetes.io/name": "harvester"}
+    w.client.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": "harvester", "namespace": "harvester-system"},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                              "template": {"metadata": {"labels": labels},
+                                           "spec": {"containers": [{
+                                               "name": "harvester",
+                                               "image": f"rancher/harvester:{tag}"}]}}}})
+    if "harvester_vm" not in w.controllers:
+        w.controllers["harvester_vm"] = harvester_vm.setup(w)
+    handler = harvester_vm.api_handler(w, w.client_for("harvester"), version)
+
+    def call(vm: str, body: bytes, action: str = "migrate",
+             method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+        return handler(method, f"/v1/harvester/kubevirt.io.virtualmachines/default/{vm}",
+                       f"action={action}", {}, body)
+    return call
+
+
+@pytest.mark.parametrize("harvester,tag", [((1, 5, 1), "1.4.0-150600.5.15.1"),
+                                           ((1, 6, 0), "1.5.2-150700.3.5.2")])
+def test_harvester_migrate_action_pins_the_target(
+        world_factory: Callable[..., World], harvester: tuple[int, int, int], tag: str) -> None:
+    """v1.5.1 pins the VMI's nodeSelector, v1.6.0 the VM template's (copied to the VMI by
+    KubeVirt's LiveUpdate); either way the target pod gets it and the migration lands there;
+    Harvester's controller removes the pin when the migration has completed."""
+    w = world_factory(nodes=4)
+    run_kubevirt(w, tag)
+    if harvester >= (1, 6, 0):
+        w.client.modify(API, "KubeVirt", "kubevirt",
+                        lambda cur: {**cur, "spec": {"configuration": {
+                            "vmRolloutStrategy": "LiveUpdate"}}}, "harvester-system")
+    wait_for(lambda: observed(w) == tag, what="KubeVirt version")
+    call = harvester_api(w, harvester)
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    want = next(f"node-{i}" for i in (3, 2, 1, 0) if f"node-{i}" != src)
+    code, _, body = call("vm1", f'{{"nodeName": "{want}"}}'.encode())
+    assert code == 204, body
+    migs = c.list(API, "VirtualMachineInstanceMigration", "default")
+    assert len(migs) == 1 and migs[0]["metadata"]["name"].startswith("vm1-")
+    assert "addedNodeSelector" not in migs[0]["spec"]
+    name = migs[0]["metadata"]["name"]
+    m = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Succeeded"
+                          else None)(c.get(API, "VirtualMachineInstanceMigration", name,
+                                           "default")), what="migration Succeeded")
+    pod = c.get("v1", "Pod", m["status"]["migrationState"]["targetPod"], "default")
+    assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == want
+    assert pod["spec"]["nodeName"] == want
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
+             what="VMI on the target")
+    # the pin and the annotations go once the migration has completed
+    wait_for(lambda: not ((running(w, "vm1") or {}).get("spec") or {}).get("nodeSelector", {})
+             .get("kubernetes.io/hostname"), what="VMI selector reset")
+    v = running(w, "vm1")
+    assert not {"harvesterhci.io/migrationUID", "harvesterhci.io/migrationTargetNodeName"} & \
+        set((v or {})["metadata"].get("annotations") or {})
+    vm = c.get(API, "VirtualMachine", "vm1", "default")
+    assert "kubernetes.io/hostname" not in (vm["spec"]["template"]["spec"].get("nodeSelector")
+                                            or {})
+
+
+def test_harvester_migrate_action_v1_7_uses_added_node_selector(
+        world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=3, release="v1.7.0")
+    run_kubevirt(w, "1.6.3-150700.3.13.1")
+    wait_for(lambda: observed(w) == "1.6.3-150700.3.13.1", what="KubeVirt version")
+    call = harvester_api(w, (1, 7, 0))
+    w.client.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    want = next(f"node-{i}" for i in (2, 1, 0) if f"node-{i}" != src)
+    assert call("vm1", f'{{"nodeName": "{want}"}}'.encode())[0] == 204
+    mig = w.client.list(API, "VirtualMachineInstanceMigration", "default")[0]
+    assert mig["spec"]["addedNodeSelector"] == {"kubernetes.io/hostname": want}
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") == want,
+             what="VMI on the target")
+
+
+def test_harvester_migrate_action_refuses_bad_input(world_factory: Callable[..., World]) -> None:
+    w = world_factory(nodes=3)
+    run_kubevirt(w, "1.4.0-150600.5.15.1")
+    call = harvester_api(w, (1, 5, 1))
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    # body that does not decode: 422, the handler's text
+    code, hdrs, body = call("vm1", b"{not json")
+    assert code == 422 and body.startswith(b"Failed to decode request body")
+    assert hdrs["Content-Type"].startswith("text/plain")
+    # the node it runs on
+    code, _, body = call("vm1", f'{{"nodeName": "{src}"}}'.encode())
+    assert code == 500 and body == b"The target node is non-migratable"
+    # a node that does not exist
+    code, _, body = call("vm1", b'{"nodeName": "nope"}')
+    assert (code, body) == (500, b"The target node is non-migratable")
+    # a VM that does not exist
+    code, _, body = call("ghost", b'{"nodeName": "node-1"}')
+    assert code == 500 and b"not found" in body
+    # an unknown action, a GET
+    code, _, body = call("vm1", b"{}", action="teleport")
+    assert code == 422 and b"InvalidAction" in body
+    assert call("vm1", b"{}", method="GET")[0] == 405
+    # nothing was changed by any of these
+    assert c.list(API, "VirtualMachineInstanceMigration", "default") == []
+    v = running(w, "vm1")
+    assert not (v or {})["spec"].get("nodeSelector")
+    assert "harvesterhci.io/migrationTargetNodeName" not in \
+        ((v or {})["metadata"].get("annotations") or {})
+    # a VM already migrating
+    other = next(f"node-{i}" for i in (2, 1, 0) if f"node-{i}" != src)
+    assert call("vm1", f'{{"nodeName": "{other}"}}'.encode())[0] == 204
+    wait_for(lambda: ((running(w, "vm1") or {})["metadata"].get("annotations") or {})
+             .get("harvesterhci.io/migrationUID"), what="migration annotation")
+    code, _, body = call("vm1", f'{{"nodeName": "{other}"}}'.encode())
+    assert code == 500 and b"already in a migrating state" in body

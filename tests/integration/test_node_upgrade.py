@@ -76,6 +76,26 @@ def _release(sim: Any, version: str) -> dict[str, str]:
     return dict(rel.release_metadata())
 
 
+def roll_harvester_chart(sim: Any, rel: dict[str, str], timeout: float = 120.0) -> None:
+    """What upgrade_manifests.sh leaves before the nodes: the harvester ManagedChart at the
+    release's chart (Harvester's API and virt-operator roll) and KubeVirt at its version
+    (``wait_kubevirt``: observedKubeVirtVersion = the release's ``kubevirt``, Deployed)."""
+    c = sim.world.client
+
+    def fn(cur: dict[str, Any]) -> dict[str, Any]:
+        cur["spec"]["version"] = rel["harvesterChart"]
+        return cur
+    c.modify("management.cattle.io/v3", "ManagedChart", "harvester", fn, namespace="fleet-local")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kv = c.try_get("kubevirt.io/v1", "KubeVirt", "kubevirt", namespace="harvester-system")
+        st = (kv or {}).get("status") or {}
+        if st.get("observedKubeVirtVersion") == rel["kubevirt"] and st.get("phase") == "Deployed":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"KubeVirt did not reach {rel['kubevirt']}: {st}")
+
+
 def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool = True,
                         pause: list[str] | None = None, single: bool = False) -> dict[str, str]:
     """Leave the cluster as ClusterUpgrade does, with an UpgradePlan in ClusterUpgraded: the
@@ -92,6 +112,7 @@ def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool =
             except Exception:  # noqa: BLE001
                 time.sleep(0.05)
     rel = _release(sim, version)
+    roll_harvester_chart(sim, rel)
     nodes = [n["metadata"]["name"] for n in c.list("v1", "Node")]
     spec: dict[str, Any] = {"version": version, "restoreVM": restore_vm}
     if pause:
@@ -380,15 +401,19 @@ def run_five_node() -> Run:
         return _finish(sim, run, res, t0)
 
 
-def _four_node(target_aware: bool) -> Run:
+def _four_node(target_aware: bool, version: str = "v1.6.0") -> Run:
     """four-node-big-worker (tests/integration/scenarios): the naive baseline against
-    target-aware placement on the same cluster."""
+    target-aware placement on the same cluster. To v1.6.0 KubeVirt runs 1.5.2 (no
+    addedNodeSelector: Harvester's migrate action); to v1.7.0 it runs 1.6.3."""
     from harvester_sim import testing
-    run = Run("four-node-big-worker" + ("" if target_aware else "-naive"))
+    run = Run("four-node-big-worker" + ("" if target_aware else "-naive")
+              + ("" if version == "v1.6.0" else f"-{version}"))
     t0 = time.monotonic()
     with testing.running(str(SCENARIOS / "four-node-big-worker.yaml"), speed=SPEED) as sim:
-        _begin(sim, run)
+        _begin(sim, run, version=version)
         res = _play(sim, extra_vars={"node_upgrade_target_aware": target_aware})
+        run.extra["migrations"] = sim.world.client.list(
+            "kubevirt.io/v1", "VirtualMachineInstanceMigration")
         return _finish(sim, run, res, t0)
 
 
@@ -436,6 +461,7 @@ RUNNERS: dict[str, Callable[[], Run]] = {
     "five-node-mixed": run_five_node,
     "four-node-big-worker-naive": lambda: _four_node(False),
     "four-node-big-worker": lambda: _four_node(True),
+    "four-node-big-worker-v1.7.0": lambda: _four_node(True, "v1.7.0"),
     "three-node": run_three_node,
     "never-returns": run_never_returns,
     "single-node": run_single_node,
@@ -554,6 +580,9 @@ def test_check_mode_prints_node_plan_and_changes_nothing(runs: Runs) -> None:
     check: Any = run.extra["check"]
     assert check.rc == 0, check
     assert "Node plan (3 nodes" in check.output, check
+    # v1.6.0 runs KubeVirt 1.5.2: no addedNodeSelector, Harvester's action sends the VMs
+    assert "Migrations to a chosen node: harvester-migrate-action (KubeVirt 1.5.2" in \
+        check.output, check
     assert "NodeSelectorPinned" in check.output and "HostDeviceNotLiveMigratable" in check.output
     assert "default/pinned" in check.output and "default/gpu" in check.output
     assert not run.extra["check_changed_plan"]
@@ -614,6 +643,25 @@ def test_target_aware_reaches_the_bound_and_naive_moves_more(runs: Runs) -> None
     assert naive.bound == aware.bound == 16 + 4   # 16 VMs once, node-1's 4 once more
     assert aware.migrations == aware.bound, (aware.report["vm_migrations"], aware.bound)
     assert naive.migrations > naive.bound, (naive.report["vm_migrations"], naive.bound)
+
+
+@pytest.mark.node_run("four-node-big-worker", "four-node-big-worker-v1.7.0")
+def test_both_target_mechanisms_reach_the_bound(runs: Runs) -> None:
+    """To v1.6.0 the cluster runs KubeVirt 1.5.2, which has no addedNodeSelector: the play
+    sends each VM through Harvester's migrate action (Harvester pins the VM, KubeVirt builds the
+    target pod from it). To v1.7.0 KubeVirt 1.6.3 takes addedNodeSelector. Same result."""
+    action, selector = runs["four-node-big-worker"], runs["four-node-big-worker-v1.7.0"]
+    for run in (action, selector):
+        assert run.rc == 0, run
+        assert run.report["invariant_violations"] == [], run.report["invariant_violations"]
+        assert run.migrations == run.bound == 16 + 4, (run.report["vm_migrations"], run.bound)
+    assert len(action.events("harvester_vm_migrate")) == action.bound
+    assert not any((m.get("spec") or {}).get("addedNodeSelector")
+                   for m in action.extra["migrations"])
+    assert not selector.events("harvester_vm_migrate")
+    assert all((m.get("spec") or {}).get("addedNodeSelector")
+               for m in selector.extra["migrations"])
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -487,6 +487,37 @@ class Kube:
             raise
 
 
+    def raw_post(self, path: str, body: dict[str, Any], timeout: float = 30.0
+                 ) -> tuple[int, bytes]:
+        """POST JSON to a raw API path (e.g. a service proxy); returns ``(status, body)``.
+
+        Sent once: the endpoints this is for (Harvester's actions) create objects and answer
+        refusals with a 500, so neither a 5xx nor a lost connection is retried here; the
+        caller decides. A transport failure is status 0.
+        """
+        api = self.dyn.client
+        data = body   # the client serializes a dict as JSON (a str would be sent as a string)
+        headers = {"Content-Type": "application/json", "Accept": "*/*"}
+        try:
+            if hasattr(api, "param_serialize"):       # kubernetes >= 33 (generator v7)
+                method, url, hdrs, payload, post = api.param_serialize(
+                    "POST", path, header_params=headers, body=data,
+                    auth_settings=["BearerToken"])
+                r = api.call_api(method, url, header_params=hdrs, body=payload,
+                                 post_params=post, _request_timeout=timeout)
+                r.read()
+            else:
+                resp = api.call_api(path, "POST", header_params=headers, body=data,
+                                    auth_settings=["BearerToken"], _preload_content=False,
+                                    _return_http_data_only=False, _request_timeout=timeout)
+                r = resp[0] if isinstance(resp, tuple) else resp
+            return int(r.status), bytes(r.data or b"")
+        except Exception as exc:  # noqa: BLE001 - an HTTP error status is an answer
+            status = int(getattr(exc, "status", 0) or 0)
+            raw = getattr(exc, "body", None) or getattr(exc, "reason", "") or str(exc)
+            return status, raw if isinstance(raw, bytes) else str(raw).encode()
+
+
 INSECURE_WARNING = ("TLS certificate verification is OFF (validate_certs=false or "
                     "K8S_AUTH_VERIFY_SSL=no): the API server's identity is not checked and the "
                     "bearer token can be sent to an impostor. Give the cluster's CA "

@@ -25,6 +25,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_settings,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    migration_target as mt,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order as no,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
@@ -57,6 +60,9 @@ RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before
 # the node's own cycle saw it is one of that VM's attempts (migration retries) in the same run,
 # never in a later run
 RUN_ANNOTATION = "harvester-upgrade.harvesterhci.io/run"
+# the node a migration started through Harvester's migrate action was sent to (that migration
+# has no addedNodeSelector to read it from)
+TARGET_ANNOTATION = "harvester-upgrade.harvesterhci.io/target-node"
 STOPPED_BY_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-for-node"
 # set when a VM is asked to start again but nobody waits for it in the node's cycle (the last
 # node: its VMs boot while ImageCleanup runs); Finalize (or an abort) awaits it and removes it
@@ -447,7 +453,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
-    out["why"] = res.get("deferred") or res.get("skipped") or ""
+    out["why"] = res.get("deferred") or res.get("skipped") or res.get("partial") or ""
     if finish > 0 and not out["why"]:
         fin = finish_head_start(kube, writer, nxt, found["secret"], finish,
                                 stopped=bool(out["stopping"]))
@@ -670,6 +676,10 @@ def node_plan(kube: Kube, plan: dict[str, Any] | None, *, target_aware: bool = T
                 src.req_mem -= m.vm.mem
                 src.req_cpu_m -= m.vm.cpu_m
     return {"nodes": out, "estimated_seconds": round(total, 1),
+            "migration": mt.detect(kube) if target_aware else
+            {"mechanism": "scheduler", "kubevirt": "", "source": "",
+             "why": "target-aware placement is off: KubeVirt's evacuation and the scheduler "
+                    "choose"},
             "assumptions": {"migration_bandwidth_mib_s": bandwidth_mib_s,
                             "migration_overhead_s": overhead_s,
                             "migration_concurrency": concurrency,
@@ -959,6 +969,11 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         p = ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
     result: dict[str, Any] = {"changed": False, "plan": p.as_dict(), "migrated": [],
                               "shutdown": [s.vm.key for s in p.shutdown], "attempts": {}}
+    mechanism = None
+    if target_aware and not shutdown_all and p.migrate:
+        mechanism = mt.detect(kube)
+        result["mechanism"] = mechanism["mechanism"]
+        result["mechanism_why"] = mechanism["why"]
     if kube.check_mode:
         return result
     if not shutdown_all:
@@ -974,7 +989,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_pdbs"] = pdb.get("waited", False)
     if start_only:
         return _start_evacuation(kube, writer, node, p, nodes, result,
-                                 shutdown_timeout=shutdown_timeout)
+                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism)
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
@@ -999,7 +1014,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["changed"] = True
         _migrate_all(kube, writer, node, p, nodes, result, target_aware=target_aware,
                      concurrency=concurrency, retries=retries,
-                     migration_timeout=migration_timeout, timeout=timeout)
+                     migration_timeout=migration_timeout, timeout=timeout,
+                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
     _count_ours(kube, writer, node, result)
     # the VMs shut down for this node earlier (a head start asked them to stop) count too
@@ -1032,7 +1048,8 @@ def _shut_down(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shu
 
 def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                       nodes: list[ev.NodeView], result: dict[str, Any], *,
-                      shutdown_timeout: float) -> dict[str, Any]:
+                      shutdown_timeout: float,
+                      mechanism: dict[str, Any] | None = None) -> dict[str, Any]:
     """``evacuate(start_only=True)``: the stops asked and its planned migrations created."""
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result, wait=False)
@@ -1040,9 +1057,17 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         if res["failed"]:
             return {**result, "deferred": "; ".join(res["failed"])}
     if p.migrate:   # all of them: KubeVirt queues them by its own limits (per node, cluster)
+        how = (mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR)
+        # Harvester's action pins a migration that waits in KubeVirt's queue only loosely
+        # (v1.6.x drops the VM's pin as soon as the migration is seen): start only what
+        # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
+        limit = len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2
         _migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
-                     concurrency=len(p.migrate), retries=0, migration_timeout=0, timeout=0,
-                     start_only=True)
+                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
+                     start_only=True, mechanism=how)
+        if len(p.migrate) > limit:   # the node's own cycle moves the rest: nothing to await
+            result["partial"] = (f"{len(p.migrate) - limit} more left to {node}'s own cycle "
+                                 "(Harvester's migrate action pins only what runs at once)")
         result["changed"] |= bool(result["started"])
     return result
 
@@ -1050,7 +1075,8 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
 def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                  nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
                  concurrency: int, retries: int, migration_timeout: float,
-                 timeout: float, start_only: bool = False) -> None:
+                 timeout: float, start_only: bool = False,
+                 mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
@@ -1067,6 +1093,9 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
     def start(move: ev.Move) -> None:
         key = move.vm.key
         attempts[key] = attempts.get(key, 0) + 1
+        if target_aware and move.target and mechanism == mt.HARVESTER_ACTION:
+            start_by_action(move)
+            return
         spec: dict[str, Any] = {"vmiName": move.vm.name}
         if target_aware and move.target:
             spec["addedNodeSelector"] = {"kubernetes.io/hostname": host_label.get(
@@ -1090,6 +1119,30 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                      f"{move.target or 'a node the scheduler chooses'} ({move.why}), "
                      f"attempt {attempts[key]}")
 
+    def start_by_action(move: ev.Move) -> None:
+        """Harvester creates the migration (``generateName: <vm>-``); it is then labelled and
+        annotated as ours, so the watch, a resume and the head start's accounting see it."""
+        key, ns = move.vm.key, move.vm.namespace
+        before = {m["metadata"]["name"] for m in kube.items(
+            VMI_API, VMIM_KIND, ns, f"{VMI_NAME_LABEL}={move.vm.name}")}
+        mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
+        created = [m for m in kube.items(VMI_API, VMIM_KIND, ns,
+                                         f"{VMI_NAME_LABEL}={move.vm.name}")
+                   if m["metadata"]["name"] not in before and
+                   (m.get("spec") or {}).get("vmiName") == move.vm.name]
+        if not created:
+            raise mt.ActionRefused(204, "no migration of the VM found after the action")
+        mig = max(created, key=lambda m: str(m["metadata"].get("creationTimestamp") or ""))
+        name = mig["metadata"]["name"]
+        kube.patch(VMI_API, VMIM_KIND, name, {"metadata": {
+            "labels": {**labels, VMI_NAME_LABEL: move.vm.name},
+            "annotations": {RUN_ANNOTATION: run, TARGET_ANNOTATION: str(move.target)}}}, ns)
+        known.add(name)
+        active[key] = {"name": name, "started": time.monotonic(), "target": move.target}
+        writer.event("VMMigrationStarted",
+                     f"Migrating VM {key} off node {node} to {move.target} ({move.why}) "
+                     f"through Harvester's migrate action, attempt {attempts[key]}")
+
     def earlier_failures(move: ev.Move, vmi: dict[str, Any],
                          migs: dict[str, dict[str, Any]]) -> bool:
         """Count the failed migrations of this VM off this node that this run started before
@@ -1106,8 +1159,9 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
             known.add(md["name"])
             attempts[key] = attempts.get(key, 0) + 1
             failures.setdefault(key, []).append(_migration_failure(m, vmi))
-            target = (((m.get("spec") or {}).get("addedNodeSelector") or {})
-                      .get("kubernetes.io/hostname"))
+            target = ((((m.get("spec") or {}).get("addedNodeSelector") or {})
+                       .get("kubernetes.io/hostname")) or
+                      (md.get("annotations") or {}).get(TARGET_ANNOTATION))
             if target:
                 excluded.setdefault(key, set()).add(
                     next((n for n, h in host_label.items() if h == target), target))
@@ -1196,6 +1250,30 @@ def _migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan
                 continue
             try:
                 start(move)
+            except mt.ActionRefused as exc:
+                if exc.status in (0, 429, 503) or "already in a migrating state" in exc.text:
+                    # Harvester's API not reachable right now, or its pin of an earlier
+                    # migration not yet removed: try again
+                    attempts[key] -= 1
+                    requeue.append(move)
+                    continue
+                if "is not live migratable as" in exc.text:
+                    # Harvester's own policy (ValidateVMMigratable: CD-ROM, container disk,
+                    # ...) for its action; KubeVirt migrates such a VM, without a target
+                    attempts[key] -= 1
+                    requeue.append(ev.Move(move.vm, None, f"{move.why}; Harvester's migrate "
+                                           f"action refuses it ({exc.text}): KubeVirt chooses"))
+                    continue
+                # refused (VM not ready, target not migratable, ...): a failed attempt
+                failures.setdefault(key, []).append(str(exc))
+                if move.target:
+                    excluded.setdefault(key, set()).add(move.target)
+                if attempts[key] <= retries:
+                    tgt, why = ev.choose_target(move.vm, nodes, exclude=excluded.get(key))
+                    requeue.append(ev.Move(move.vm, tgt.name if tgt else None,
+                                           f"retry: {why}"))
+                else:
+                    final_failed[key] = "; ".join(failures[key])
             except Exception as exc:  # noqa: BLE001 - e.g. a migration already in flight
                 if getattr(exc, "status", 0) in (400, 409, 422, 429):
                     requeue.append(move)

@@ -187,6 +187,12 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         f.disks = dict(zip(names, pool.map(lambda n: node_disk(kube, n), names), strict=True))
     f.cert_expiry = api_cert_expiry(kube)
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        migration_target,
+    )
+    f.migration = migration_target.detect(kube)
+    f.target_kubevirt = str((((plan or {}).get("status") or {}).get("releaseMetadata") or {})
+                            .get("kubevirt") or "")
     return f
 
 

@@ -536,6 +536,26 @@ def certificates(not_after: dict[str, _dt.datetime | str], now: _dt.datetime,
                    f"{days} more days", family)
 
 
+def migration_target(migration: dict[str, Any] | None, target_kubevirt: str) -> CheckResult:
+    """Which mechanism sends target-aware migrations to their node (informational: both work;
+    the node loop detects again when it runs, after the cluster upgrade rolled KubeVirt)."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        migration_target as mt,
+    )
+
+    name = "migration_target"
+    if migration is None:
+        return _skipped(name, "not detected", "info")
+    msg = "now: " + mt.describe(migration)
+    version = mt.parse_kubevirt_version(target_kubevirt)
+    if version is not None:
+        after = (mt.ADDED_NODE_SELECTOR if version >= mt.ADDED_NODE_SELECTOR_SINCE
+                 else mt.HARVESTER_ACTION)
+        msg += (f"; after the cluster upgrade (KubeVirt {target_kubevirt}) the node loop will "
+                f"use {after}")
+    return _passed(name, msg, "info")
+
+
 # --------------------------------------------------------------------------- running them all
 
 @dataclass
@@ -568,6 +588,8 @@ class Facts:
     migrations: list[dict[str, Any]] = field(default_factory=list)
     disks: dict[str, NodeDisk | str] = field(default_factory=dict)
     cert_expiry: dict[str, _dt.datetime | str] = field(default_factory=dict)
+    migration: dict[str, Any] | None = None       # migration_target.detect(), now
+    target_kubevirt: str = ""                     # releaseMetadata.kubevirt of the target
     now: _dt.datetime = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc))
 
@@ -599,12 +621,14 @@ CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "pause_nodes_exist": lambda f: pause_nodes_exist(f.pause_nodes, f.nodes),
     "disk_space": lambda f: disk_space(f.disks, f.plan_annotations),
     "certificates": lambda f: certificates(f.cert_expiry, f.now, f.plan_annotations),
+    "migration_target": lambda f: migration_target(f.migration, f.target_kubevirt),
 }
 # the coexistence checks are not the webhook's: the skip-webhook annotation does not skip
 # them (Harvester's webhook, too, refuses a second Upgrade before it reads that annotation)
 WEBHOOK_CHECKS = frozenset(
     n for n in CHECKS if n not in ("disk_space", "certificates", "version_eligible",
-                                   "no_legacy_upgrade", "no_upgrade_manager"))
+                                   "no_legacy_upgrade", "no_upgrade_manager",
+                                   "migration_target"))
 
 
 def run_all(facts: Facts, skip: Iterable[str] = ()) -> list[CheckResult]:

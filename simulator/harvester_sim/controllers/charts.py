@@ -7,9 +7,11 @@
 * when a chart's generation changes (e.g. ``spec.version``) and it is not ``paused``:
   ``Ready=False`` (``WaitApplied``) at once; the Bundle is updated; the ``harvester`` chart
   rolls the Harvester workloads in ``harvester-system`` (Deployments ``harvester``,
-  ``harvester-webhook``, DaemonSet ``harvester-node-manager``) to the new release's images
-  (same repositories, tags from the release catalog) and the workload controllers roll
-  them; after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
+  ``harvester-webhook``, ``virt-operator``, DaemonSet ``harvester-node-manager``) to the new
+  release's images (same repositories, tags from the release catalog; virt-operator moves
+  from ``suse/sles/15.6`` to ``15.7`` with v1.6.0) and applies the KubeVirt CR's
+  ``spec.configuration`` of the release's chart, and the workload controllers roll them;
+  after ``timings.chart_rollout_s`` and once those workloads are rolled the chart is
   ``Ready=True`` with ``summary.ready=1``. Span ``chart_rollout`` per chart.
 * the ``harvester-crd`` chart's rollout replaces the harvesterhci.io CRDs by those of the
   chart's release, the ``harvester`` chart's the kubevirt.io and longhorn.io ones
@@ -17,9 +19,14 @@
 * fault ``chart_stuck`` (target ``chart``): the chart never becomes Ready again.
 
 At setup, the Harvester system workloads (above, plus Deployment ``rancher`` in
-``cattle-system``) are created from the installed release when the scenario has none, and
-the ``harvester``/``harvester-crd`` charts when missing. The Rancher Deployment is upgraded
-by ``upgrade_manifests.sh`` (helm upgrade), not by a chart.
+``cattle-system``), the Service ``harvester`` (port 8443, Harvester's API) and the KubeVirt CR
+``harvester-system/kubevirt`` are created from the installed release when the scenario has
+none, and the ``harvester``/``harvester-crd`` charts when missing. Sources: harvester/harvester
+``deploy/charts/harvester`` (``templates/service.yaml``, ``dependency_charts/kubevirt-operator``
+Deployment: 1 replica, limits 500m / 512Mi; ``dependency_charts/kubevirt`` KubeVirt CR and
+``values.yaml`` ``kubevirt.spec.configuration``: ``vmRolloutStrategy: LiveUpdate`` from
+v1.6.0). The Rancher Deployment is upgraded by ``upgrade_manifests.sh`` (helm upgrade), not
+by a chart.
 """
 
 from __future__ import annotations
@@ -48,11 +55,33 @@ MC_API = "management.cattle.io/v3"
 BUNDLE_API = "fleet.cattle.io/v1alpha1"
 HARVESTER_NS = "harvester-system"
 HARVESTER_DEPLOYMENTS = ("harvester", "harvester-webhook")
+VIRT_OPERATOR = "virt-operator"
+KUBEVIRT_API = "kubevirt.io/v1"
+HARVESTER_API_PORT = 8443
 HARVESTER_DAEMONSETS = ("harvester-node-manager",)
 CHART_WORKLOADS: dict[str, list[tuple[str, str, str]]] = {
     "harvester": [("Deployment", HARVESTER_NS, n) for n in HARVESTER_DEPLOYMENTS]
+    + [("Deployment", HARVESTER_NS, VIRT_OPERATOR)]
     + [("DaemonSet", HARVESTER_NS, n) for n in HARVESTER_DAEMONSETS],
 }
+
+
+def kubevirt_configuration(version: str) -> dict[str, Any]:
+    """``spec.configuration`` of the KubeVirt CR in Harvester's chart at ``version`` (the parts
+    the simulator acts on): ``vmRolloutStrategy: LiveUpdate`` and the VMLiveUpdateFeatures
+    gate arrived in v1.6.0's values.yaml."""
+    from ..releases.catalog import parse_version
+
+    try:
+        newer = parse_version(version)[:3] >= (1, 6, 0)
+    except ValueError:
+        newer = False
+    gates = ["LiveMigration", "HotplugVolumes", "HostDevices", "GPU", "CPUManager",
+             "VMPersistentState"] + (["VMLiveUpdateFeatures", "ExpandDisks"] if newer else [])
+    conf: dict[str, Any] = {"developerConfiguration": {"featureGates": gates}}
+    if newer:
+        conf["vmRolloutStrategy"] = "LiveUpdate"
+    return conf
 
 
 def _app_version(chart_version: str) -> str:
@@ -121,7 +150,21 @@ class ChartsController:
             for name in HARVESTER_DAEMONSETS:
                 img = self._image_for(version, f"rancher/{name}", "v0.3.1")
                 self._create(self._daemonset(HARVESTER_NS, name, img))
+            img = self._image_for(version, VIRT_OPERATOR, "")
+            if img.rsplit(":", 1)[-1]:
+                dep = self._deployment(HARVESTER_NS, VIRT_OPERATOR, img, 1)
+                ctr = dep["spec"]["template"]["spec"]["containers"][0]
+                ctr["resources"] = {"limits": {"cpu": "500m", "memory": "512Mi"}}
+                for d in (dep["metadata"]["labels"], dep["spec"]["selector"]["matchLabels"],
+                          dep["spec"]["template"]["metadata"]["labels"]):
+                    d["app.kubernetes.io/component"] = "operator"
+                self._create(dep)
             self._create(self._harvester_service())
+            if self.client.registry.by_kind(KUBEVIRT_API, "KubeVirt"):
+                self._create({"apiVersion": KUBEVIRT_API, "kind": "KubeVirt",
+                              "metadata": {"name": "kubevirt", "namespace": HARVESTER_NS},
+                              "spec": {"configuration": kubevirt_configuration(version),
+                                       "infra": {"nodePlacement": {}}}})
         rancher = str(rel.get("rancher") or "")
         if rancher and c.try_get("v1", "Namespace", "cattle-system") is not None:
             img = self._image_for(version, "rancher/rancher", rancher)
@@ -307,7 +350,11 @@ class ChartsController:
     # ---------------------------------------------------------------- rollout
     def _set_images(self, kind: str, ns: str, name: str, version: str) -> bool:
         """Point the workload's containers at the release's image of the same repository."""
-        images = {image_repository(ref): ref for ref, _ in release_images(self.world, version)}
+        refs = [ref for ref, _ in release_images(self.world, version)]
+        images = {image_repository(ref): ref for ref in refs}
+        by_base: dict[str, list[str]] = {}
+        for ref in refs:
+            by_base.setdefault(image_repository(ref).rsplit("/", 1)[-1], []).append(ref)
         obj = self.client.try_get("apps/v1", kind, name, ns)
         if obj is None:
             return False
@@ -317,6 +364,9 @@ class ChartsController:
             for c in cur["spec"]["template"]["spec"].get("containers") or []:
                 repo = image_repository(str(c.get("image", "")))
                 new = images.get(repo)
+                base = by_base.get(repo.rsplit("/", 1)[-1]) or []
+                if new is None and len(base) == 1:   # moved, e.g. suse/sles/15.6 -> 15.7
+                    new = base[0]
                 if new is None and repo.rsplit("/", 1)[-1] in ("harvester", "harvester-webhook"):
                     new = f"{repo}:{version}"
                 if new is not None and new != c.get("image"):
@@ -369,6 +419,8 @@ class ChartsController:
         self._apply_crds(name, app)
         for kind, ns, wname in workloads:
             self._set_images(kind, ns, wname, app)
+        if name == "harvester":
+            self._apply_kubevirt_configuration(app)
         yield self.world.timings.chart_rollout_s
         yield lambda: all(self._rolled(k, ns, w) for k, ns, w in workloads)
         self._write(name, gen, ready=True, msg="")
@@ -402,6 +454,25 @@ class ChartsController:
                               {"value": version})
         except Exception as exc:  # noqa: BLE001 - no such Setting in this world
             log.debug("server-version not updated: %s", exc)
+
+    def _apply_kubevirt_configuration(self, version: str) -> None:
+        conf = kubevirt_configuration(version)
+
+        def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
+            spec = cur.setdefault("spec", {})
+            merged = {**(spec.get("configuration") or {}), **conf}
+            if not conf.get("vmRolloutStrategy"):
+                merged.pop("vmRolloutStrategy", None)
+            if merged == spec.get("configuration"):
+                return None
+            spec["configuration"] = merged
+            return cur
+
+        try:
+            self.client.modify(KUBEVIRT_API, "KubeVirt", "kubevirt", fn, HARVESTER_NS)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
 
 
 def setup(world: Any) -> ChartsController:

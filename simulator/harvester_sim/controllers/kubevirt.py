@@ -17,6 +17,21 @@ What it does, through the API only (see ``simulator/docs/kubevirt-longhorn.md``)
   TargetReady -> Running -> Succeeded/Failed, target pod placed honouring the VMI's
   nodeSelector/affinity plus ``spec.addedNodeSelector`` and never on the source node;
   duration = ``migration_overhead_s`` + memory / ``migration_bandwidth_mib_s``.
+* virt-operator: the KubeVirt CR ``harvester-system/kubevirt`` reports the version of the
+  ``virt-operator`` Deployment's image tag (the SUSE build tag Harvester ships, e.g.
+  ``1.4.0-150600.5.15.1``) as ``status.observedKubeVirtVersion``, phase ``Deployed`` and
+  condition ``Available`` (``AllComponentsReady``); when the chart gives the Deployment a new
+  tag it reports ``Deploying`` (``targetKubeVirtVersion``, ``UpdateInProgress``) for
+  ``timings.kubevirt_upgrade_s``, then the new version (kubevirt/kubevirt
+  pkg/virt-operator/util/client.go conditions, api/core/v1 KubeVirtStatus).
+* Version-dependent behaviour follows the observed version (without a KubeVirt CR: the
+  installed release's ``kubevirt``): ``VirtualMachineInstanceMigration.spec.addedNodeSelector``
+  is honoured from v1.6.0 (kubevirt/kubevirt pkg/virt-controller/watch/migration/migration.go
+  at v1.6.0; the field does not exist at v1.4.x / v1.5.x, so older versions ignore it).
+* VM rollout strategy ``LiveUpdate`` (KubeVirt CR ``spec.configuration.vmRolloutStrategy``,
+  set by Harvester's chart from v1.6.0): a change of the VM template's ``nodeSelector`` is
+  copied to the running VMI unless it is migrating (pkg/virt-controller/watch/vm/vm.go
+  ``handleAffinityChangeRequest`` / ``VMNodeSelectorPatch`` at v1.5.2).
 * A launcher pod that dies under a running VMI (node reboot, forced delete) fails the VMI and
   records ``vm_killed`` in the timeline; VMs with runStrategy Always/RerunOnFailure restart.
 
@@ -52,6 +67,11 @@ VMIM = "VirtualMachineInstanceMigration"
 
 LAUNCHER_IMAGE = "registry.suse.com/suse/sles/15.6/virt-launcher:1.4.0-150600.5.15.1"
 LAUNCHER_VERSION = "1.4.0-150600.5.15.1"
+KUBEVIRT = "KubeVirt"
+KUBEVIRT_NS = "harvester-system"
+KUBEVIRT_NAME = "kubevirt"
+VIRT_OPERATOR = "virt-operator"
+ADDED_NODE_SELECTOR_SINCE = (1, 6, 0)   # kubevirt/kubevirt 6aee7891e7, first in v1.6.0
 FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 DRAIN_TAINT = "kubevirt.io/drain"
 NODE_LABEL = "kubevirt.io/nodeName"
@@ -376,8 +396,12 @@ class KubeVirt:
         rt.on(GROUP, "virtualmachineinstancemigrations", self._on_vmim)
         rt.on("", "pods", self._on_pod)
         rt.on("", "nodes", self._on_node)
+        rt.on(GROUP, "kubevirts", self._on_kubevirt)
+        rt.on("apps", "deployments", self._on_operator_deployment)
         world.store.admission.append(self._admission)
+        self._operator_timer: Any = None
         self._seed()
+        rt.call_soon(self._reconcile_operator)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -446,6 +470,118 @@ class KubeVirt:
 
     def _vm_id(self, ns: str, name: str) -> str:
         return f"{ns}/{name}"
+
+    # ------------------------------------------------------------------ virt-operator
+    def kubevirt_cr(self) -> Obj | None:
+        try:
+            return self.c.peek(API, KUBEVIRT, KUBEVIRT_NAME, KUBEVIRT_NS)  # type: ignore
+        except ApiError:
+            return None
+
+    def kubevirt_version(self) -> tuple[int, int, int]:
+        """Upstream version of the KubeVirt the cluster runs: the KubeVirt CR's
+        ``observedKubeVirtVersion``, else the installed release's ``kubevirt``."""
+        from ..releases.catalog import kubevirt_semver
+
+        cr = self.kubevirt_cr()
+        observed = str(((cr or {}).get("status") or {}).get("observedKubeVirtVersion") or "")
+        if not observed:
+            inst = getattr(self.world.extras.get("releases"), "installed", None)
+            observed = str(getattr(inst, "kubevirt", "") or LAUNCHER_VERSION)
+        return kubevirt_semver(observed) or (1, 4, 0)
+
+    def honours_added_node_selector(self) -> bool:
+        return self.kubevirt_version() >= ADDED_NODE_SELECTOR_SINCE
+
+    def live_update(self) -> bool:
+        conf = (((self.kubevirt_cr() or {}).get("spec") or {}).get("configuration") or {})
+        return conf.get("vmRolloutStrategy") == "LiveUpdate"
+
+    def _on_kubevirt(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        md = obj["metadata"]
+        if type_ == "DELETED" or md.get("namespace") != KUBEVIRT_NS:
+            return
+        if old is None or obj.get("spec") != old.get("spec"):
+            self._reconcile_operator()
+            for ns, name in [k for k in self.vmis]:   # LiveUpdate may have been switched on
+                self.world.runtime.call_soon(lambda ns=ns, name=name: self._sync_vm(ns, name))
+
+    def _on_operator_deployment(self, type_: str, obj: Obj, old: Obj | None) -> None:
+        md = obj["metadata"]
+        if md.get("namespace") == KUBEVIRT_NS and md.get("name") == VIRT_OPERATOR and \
+                type_ != "DELETED":
+            self._reconcile_operator()
+
+    def _operator_tag(self) -> str:
+        dep = self.c.peek("apps/v1", "Deployment", VIRT_OPERATOR, KUBEVIRT_NS)
+        for ctr in (((dep or {}).get("spec") or {}).get("template") or {}).get(
+                "spec", {}).get("containers") or []:
+            image = str(ctr.get("image") or "")
+            if image.rsplit("/", 1)[-1].startswith(VIRT_OPERATOR + ":"):
+                return image.rsplit(":", 1)[1]
+        return ""
+
+    def _write_kubevirt_status(self, fn: Any) -> None:
+        try:
+            self.c.modify(API, KUBEVIRT, KUBEVIRT_NAME, fn, KUBEVIRT_NS, "status")
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise
+
+    def _reconcile_operator(self) -> None:
+        cr, tag = self.kubevirt_cr(), self._operator_tag()
+        if cr is None or not tag:
+            return
+        st = cr.get("status") or {}
+        observed = str(st.get("observedKubeVirtVersion") or "")
+        if observed == tag or (st.get("targetKubeVirtVersion") == tag and observed):
+            return
+        registry = "registry.suse.com"
+        ts = self._now_ts()
+
+        def cond(type_: str, status: str, reason: str, msg: str) -> Obj:
+            return {"type": type_, "status": status, "reason": reason, "message": msg,
+                    "lastProbeTime": ts, "lastTransitionTime": ts}
+
+        def deployed(cur: Obj) -> Obj:
+            s = cur.setdefault("status", {})
+            s.update({"phase": "Deployed", "operatorVersion": tag, "targetKubeVirtVersion": tag,
+                      "targetKubeVirtRegistry": registry, "observedKubeVirtVersion": tag,
+                      "observedKubeVirtRegistry": registry})
+            s["conditions"] = [
+                cond("Available", "True", "AllComponentsReady", "All components are ready."),
+                cond("Progressing", "False", "AllComponentsReady", "All components are ready."),
+                cond("Degraded", "False", "AllComponentsReady", "All components are ready.")]
+            return cur
+
+        if not observed:   # a fresh install: nothing to roll
+            self._write_kubevirt_status(deployed)
+            return
+        msg = (f"Transitioning from previous version {observed} with registry {registry} to "
+               f"target version {tag} using registry {registry}")
+
+        def updating(cur: Obj) -> Obj:
+            s = cur.setdefault("status", {})
+            s.update({"phase": "Deploying", "operatorVersion": tag,
+                      "targetKubeVirtVersion": tag, "targetKubeVirtRegistry": registry})
+            s["conditions"] = [cond("Available", "True", "UpdateInProgress", msg),
+                               cond("Progressing", "True", "UpdateInProgress", msg),
+                               cond("Degraded", "False", "UpdateInProgress", msg)]
+            return cur
+
+        self._write_kubevirt_status(updating)
+        self.world.timeline.record("kubevirt_upgrade_started", version=tag, previous=observed)
+        if self._operator_timer is not None:
+            self._operator_timer.cancel()
+
+        def finish() -> None:
+            self._operator_timer = None
+            if self._operator_tag() != tag:
+                return
+            self._write_kubevirt_status(deployed)
+            self.world.timeline.record("kubevirt_upgraded", version=tag)
+
+        self._operator_timer = self.world.runtime.after(self.timings.kubevirt_upgrade_s, finish)
 
     # ------------------------------------------------------------------ admission
     def _admission(self, op: str, rt: Any, obj: Obj, old: Obj | None,
@@ -905,7 +1041,34 @@ class KubeVirt:
                     vmi = self.c.peek(API, VMI, name, ns)
             if strategy in ("Always", "Halted"):
                 self._succeeded_vms.discard(key)
+        if vmi_owned and vmi is not None:
+            self._live_update_node_selector(vm, vmi)
         self._write_vm_status(vm, vmi, strategy, requests=[] if handled_requests else None)
+
+    def _live_update_node_selector(self, vm: Obj, vmi: Obj) -> None:
+        """LiveUpdate: the VM template's nodeSelector goes to the running VMI, except while a
+        migration is under way (``migrationState.startTimestamp`` set, no end)."""
+        if vmi["metadata"].get("deletionTimestamp") or not self.live_update():
+            return
+        want = ((((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
+                .get("nodeSelector"))
+        have = (vmi.get("spec") or {}).get("nodeSelector")
+        if (want or None) == (have or None):
+            return
+        ms = (vmi.get("status") or {}).get("migrationState") or {}
+        if ms.get("startTimestamp") and not ms.get("endTimestamp"):
+            return   # "Node affinity should not be changed during VMI migration"; retried later
+
+        def fn(cur: Obj) -> Obj | None:
+            spec = cur.setdefault("spec", {})
+            if want is None:
+                spec.pop("nodeSelector", None)
+            else:
+                spec["nodeSelector"] = json_copy(want)
+            return cur
+
+        md = vmi["metadata"]
+        self._modify(VMI, md["namespace"], md["name"], fn)
 
     def _create_vmi(self, vm: Obj) -> Obj | None:
         md = vm["metadata"]
@@ -1377,6 +1540,11 @@ class KubeVirt:
         self._schedule_pending()
 
     def _mig_added_selector(self, ns: str, name: str) -> dict[str, str]:
+        """The migration's ``addedNodeSelector`` where the running KubeVirt knows the field
+        (v1.6.0+); older virt-controllers have no such field and build the target pod from the
+        VMI alone."""
+        if not self.honours_added_node_selector():
+            return {}
         m = self.c.try_get(API, VMIM, name, ns)
         return dict(((m or {}).get("spec") or {}).get("addedNodeSelector") or {})
 

@@ -84,12 +84,12 @@ class Release:
     rancher: str                      # e.g. v2.11.3
     monitoring_chart: str
     logging_chart: str
-    kubevirt: str                     # e.g. v1.4.1
+    kubevirt: str                     # virt-operator image tag, e.g. 1.4.0-150600.5.15.1
     longhorn: str                     # e.g. v1.8.2 (image tags only; not a release-file key)
     min_upgradable_version: str = ""  # may be empty
     release_date: str = ""            # YYYY-MM-DD
     tags: tuple[str, ...] = ()
-    event_router_chart: str = "0.4.0"  # loggingChartHarvesterEventRouter
+    event_router_chart: str = ""      # loggingChartHarvesterEventRouter (v1.6.0+; "" = absent)
     fleet: str = ""                   # fleet app version, e.g. 0.12.4
     fleet_chart: str = ""
     webhook: str = ""                 # rancher-webhook app version
@@ -113,7 +113,7 @@ class Release:
 
     def release_yaml(self) -> dict[str, Any]:
         """Content of ``harvester-release.yaml`` (key order as upstream writes it)."""
-        return {
+        out: dict[str, Any] = {
             "harvester": self.version,
             "harvesterChart": self.harvester_chart,
             "os": self.os,
@@ -130,6 +130,9 @@ class Release:
                 "rancher-webhook": {"chart": self.webhook_chart, "app": self.webhook},
             },
         }
+        if not self.event_router_chart:   # installers before v1.6.0 do not write the key
+            del out["loggingChartHarvesterEventRouter"]
+        return out
 
     def release_metadata(self) -> dict[str, str]:
         """The fields upgrade-toolkit parses into ``status.releaseMetadata``."""
@@ -197,25 +200,62 @@ def _rel(version: str, kubernetes: str, rancher: str, monitoring: str, logging: 
                    iso_size=iso_size)
 
 
+# Every value below is what the release really ships, read at the release's tags:
+#
+# * harvester/harvester-installer ``scripts/package-harvester-os`` writes
+#   ``harvester-release.yaml``: ``kubernetes`` = ``scripts/version-rke2`` RKE2_VERSION,
+#   ``rancher`` = ``scripts/version-rancher`` RANCHER_VERSION, ``monitoringChart`` /
+#   ``loggingChart`` = ``scripts/version-monitoring`` / ``version-logging`` up to v1.5.x and
+#   harvester/addons ``version_info`` (RANCHER_MONITORING_CHART_VERSION,
+#   RANCHER_LOGGING_CHART_VERSION; the installer clones the addons branch, the addons tag of
+#   the same name carries the same values) from v1.6.0, ``loggingChartHarvesterEventRouter``
+#   = addons ``HARVESTER_EVENTROUTER_FULL_TAG`` (a full image reference; the key only
+#   exists from v1.6.0: empty here means absent), ``kubevirt`` = harvester/harvester
+#   ``deploy/charts/harvester/values.yaml`` ``kubevirt-operator.containers.operator.image.tag``
+#   (``scripts/version-harvester``), i.e. the SUSE build tag that virt-operator reports as
+#   the KubeVirt CR's ``status.observedKubeVirtVersion`` (upgrade_manifests.sh
+#   ``wait_kubevirt`` compares the two), ``minUpgradableVersion`` = harvester/harvester
+#   ``package/upgrade-matrix.yaml``.
+# * ``longhorn`` = harvester/harvester ``deploy/charts/harvester/Chart.yaml`` dependency
+#   ``longhorn`` version (chart version = app version for Longhorn).
+# * ``rancherDependencies`` (installer ``scripts/collect-deps.sh``): the newest fleet /
+#   rancher-webhook chart in the Rancher image's bundled rancher-charts index that is at least
+#   rancher/rancher ``build.yaml`` ``fleetVersion`` / ``webhookVersion`` at the Rancher tag.
+#   The index is not in any repository; the values here are those build.yaml minimums.
+# * ``release_date``, ``iso_size``: simulator figures (the date orders releases and drives
+#   the image-tag model; the size drives the download-time model), not upstream facts.
 _BUILTIN: list[Release] = [
-    _rel("v1.4.3", "v1.31.9+rke2r1", "v2.10.6", "104.1.4+up57.0.3", "104.1.2+up4.8.0",
-         "v1.3.1", "v1.7.3", "v1.4.2", "2025-06-12", ("v1.4.3",),
-         "0.11.9", "105.0.9+up0.11.9", "0.6.10", "105.0.10+up0.6.10", "0.3.2", 6_284_113_920),
+    # installer v1.4.3: version-rke2, version-rancher, version-monitoring, version-logging;
+    # harvester v1.4.3: values.yaml virt-operator tag, Chart.yaml longhorn, upgrade-matrix;
+    # rancher v2.10.1 build.yaml
+    _rel("v1.4.3", "v1.31.7+rke2r1", "v2.10.1", "103.1.1+up45.31.1", "103.1.0+up4.4.0",
+         "1.3.1-150600.5.9.1", "v1.7.3", "v1.4.1", "2025-06-12", ("v1.4.3",),
+         "0.11.2", "105.0.2+up0.11.2", "0.6.2", "105.0.1+up0.6.2", "", 6_284_113_920),
+    # installer v1.5.0; harvester v1.5.0; rancher v2.11.0 build.yaml
     _rel("v1.5.0", "v1.32.3+rke2r1", "v2.11.0", "105.1.2+up61.3.2", "105.2.0+up4.10.0",
-         "v1.4.0", "v1.8.1", "v1.4.2", "2025-04-23", ("v1.5.0",),
-         "0.12.0", "106.0.0+up0.12.0", "0.7.0", "106.0.0+up0.7.0", "0.3.2", 6_512_703_488),
-    _rel("v1.5.1", "v1.32.7+rke2r1", "v2.11.3", "105.1.3+up61.3.2", "105.2.1+up4.10.0",
-         "v1.4.1", "v1.8.2", "v1.4.2", "2025-07-10", ("v1.5.1",),
-         "0.12.5", "106.0.5+up0.12.5", "0.7.4", "106.0.4+up0.7.4", "0.3.3", 6_557_270_016),
-    _rel("v1.6.0", "v1.33.3+rke2r1", "v2.12.0", "107.0.1+up69.8.2", "107.0.0+up4.10.0",
-         "v1.5.2", "v1.9.1", "v1.5.0", "2025-09-18", ("v1.6.0",),
-         "0.13.0", "107.0.0+up0.13.0", "0.8.0", "107.0.0+up0.8.0", "0.4.0", 6_891_218_944),
-    _rel("v1.6.1", "v1.33.5+rke2r1", "v2.12.2", "107.0.2+up69.8.2", "107.0.1+up4.10.0",
-         "v1.5.2", "v1.9.2", "v1.5.0", "2025-11-06", ("v1.6.1",),
-         "0.13.2", "107.0.2+up0.13.2", "0.8.2", "107.0.2+up0.8.2", "0.4.0", 6_918_836_224),
-    _rel("v1.7.0", "v1.34.2+rke2r1", "v2.13.1", "108.0.0+up77.9.1", "108.0.0+up4.10.0",
-         "v1.6.2", "v1.10.1", "v1.6.0", "2026-01-20", ("v1.7.0", "latest"),
-         "0.14.1", "108.0.1+up0.14.1", "0.9.1", "108.0.1+up0.9.1", "0.4.1", 7_214_489_600),
+         "1.4.0-150600.5.15.1", "v1.8.1", "v1.4.2", "2025-04-23", ("v1.5.0",),
+         "0.12.0", "106.0.0+up0.12.0", "0.7.0", "106.0.0+up0.7.0", "", 6_512_703_488),
+    # installer v1.5.1; harvester v1.5.1; rancher v2.11.2 build.yaml
+    _rel("v1.5.1", "v1.32.4+rke2r1", "v2.11.2", "105.1.2+up61.3.2", "105.2.0+up4.10.0",
+         "1.4.0-150600.5.15.1", "v1.8.2", "v1.4.2", "2025-07-10", ("v1.5.1",),
+         "0.12.3", "106.1.1+up0.12.3", "0.7.2", "106.0.2+up0.7.2", "", 6_557_270_016),
+    # installer v1.6.0 (version-rke2, version-rancher); addons v1.6.0 version_info;
+    # harvester v1.6.0; rancher v2.12.0 build.yaml
+    _rel("v1.6.0", "v1.33.3+rke2r1", "v2.12.0", "105.1.2+up61.3.2", "105.2.0+up4.10.0",
+         "1.5.2-150700.3.5.2", "v1.9.1", "v1.5.0", "2025-09-18", ("v1.6.0",),
+         "0.13.0", "107.0.0+up0.13.0", "0.8.0", "107.0.0+up0.8.0",
+         "rancher/harvester-eventrouter:v1.6.0", 6_891_218_944),
+    # installer v1.6.1; addons v1.6.1; harvester v1.6.1; rancher v2.12.2 build.yaml
+    _rel("v1.6.1", "v1.33.5+rke2r1", "v2.12.2", "105.1.2+up61.3.2", "105.2.0+up4.10.0",
+         "1.5.2-150700.3.5.2", "v1.9.2", "v1.5.0", "2025-11-06", ("v1.6.1",),
+         "0.13.2", "107.0.2+up0.13.2", "0.8.2", "107.0.2+up0.8.2",
+         "rancher/harvester-eventrouter:v1.6.1", 6_918_836_224),
+    # installer v1.7.0; addons v1.7.0; harvester v1.7.0; rancher v2.13.0 build.yaml
+    _rel("v1.7.0", "v1.34.2+rke2r1", "v2.13.0", "107.1.0+up69.8.2-rancher.15",
+         "107.0.1+up4.10.0-rancher.10", "1.6.3-150700.3.13.1", "v1.10.1", "v1.6.0",
+         "2026-01-20", ("v1.7.0", "latest"),
+         "0.14.0", "108.0.0+up0.14.0", "0.9.1", "108.0.1+up0.9.1",
+         "rancher/harvester-eventrouter:v1.7.0", 7_214_489_600),
 ]
 
 CATALOG: dict[str, Release] = {r.version: r for r in _BUILTIN}
@@ -808,10 +848,27 @@ def _generic_tag(repo: str, base: str, version: str) -> str | None:
     return _advance(base, bumps)
 
 
+def kubevirt_semver(kubevirt: str) -> tuple[int, int, int] | None:
+    """Upstream KubeVirt version of a release-file ``kubevirt`` value or a KubeVirt CR's
+    ``observedKubeVirtVersion``: ``1.4.0-150600.5.15.1`` (SUSE build of v1.4.0) or ``v1.6.0``
+    -> ``(1, 4, 0)``; None if it is not a version."""
+    try:
+        major, minor, patch, _ = parse_version(kubevirt)
+    except ValueError:
+        return None
+    return major, minor, patch
+
+
 def _kubevirt_tag(kubevirt: str) -> tuple[str, str]:
-    """(sles path, tag) for SUSE-built KubeVirt images, e.g. ('15.6', '1.4.1-150600.5.21.1')."""
+    """(sles path, tag) of the SUSE-built KubeVirt images, e.g. ('15.6', '1.4.0-150600.5.15.1').
+
+    A release's ``kubevirt`` is that tag already (SLE 15 SP6 builds carry ``-1506xx``, SP7
+    ``-1507xx``); a bare version (a scenario's override) gets a generated build suffix."""
+    m = re.match(r"^v?(\d+\.\d+\.\d+)-15(\d)(\d)\d\d\.", kubevirt)
+    if m:
+        return f"15.{int(m.group(3))}", kubevirt.lstrip("v")
     major, minor, patch, _ = parse_version(kubevirt)
-    sles = "15.6" if minor < 5 else "15.7"
+    sles = "15.6" if (major, minor) < (1, 5) else "15.7"
     build = _rng("kubevirt-build", kubevirt).randint(5, 30)
     return sles, f"{major}.{minor}.{patch}-{sles.replace('.', '0')}00.5.{build}.1"
 
@@ -916,7 +973,8 @@ def images_diff(old: Release, new: Release) -> tuple[list[str], list[str]]:
 
 __all__ = [
     "CATALOG", "Image", "Release", "ReleaseSet", "archived_versions", "get_release",
-    "images_diff", "known_versions", "parse_version", "previous_version", "release_from_dict",
+    "images_diff", "known_versions", "kubevirt_semver", "parse_version", "previous_version",
+    "release_from_dict",
     "synthesize_release", "version_key",
 ]
 

@@ -1,0 +1,184 @@
+"""Which mechanism sends a migration to a chosen node, from what the cluster runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+mt = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
+steps = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps")
+ev = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
+
+
+class _Kube:
+    def __init__(self, kubevirt: dict[str, Any] | None = None,
+                 openapi: tuple[int, bytes] = (404, b"")) -> None:
+        self.kubevirt, self.openapi = kubevirt, openapi
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None
+            ) -> dict[str, Any] | None:
+        assert (api_version, kind, name, namespace) == (
+            "kubevirt.io/v1", "KubeVirt", "kubevirt", "harvester-system")
+        return self.kubevirt
+
+    def raw_get(self, path: str) -> tuple[int, bytes]:
+        assert path == "/openapi/v3/apis/kubevirt.io/v1"
+        return self.openapi
+
+
+def _kv(observed: str, target: str | None = None) -> dict[str, Any]:
+    return {"status": {"observedKubeVirtVersion": observed,
+                       "targetKubeVirtVersion": target or observed, "phase": "Deployed"}}
+
+
+@pytest.mark.parametrize(("observed", "mechanism"), [
+    ("1.3.1-150600.5.9.1", mt.HARVESTER_ACTION),     # Harvester v1.4.3
+    ("1.4.0-150600.5.15.1", mt.HARVESTER_ACTION),    # Harvester v1.5.x
+    ("1.5.2-150700.3.5.2", mt.HARVESTER_ACTION),     # Harvester v1.6.x
+    ("1.6.3-150700.3.13.1", mt.ADDED_NODE_SELECTOR),  # Harvester v1.7.0
+    ("v1.6.0", mt.ADDED_NODE_SELECTOR),
+])
+def test_mechanism_follows_the_kubevirt_the_cluster_runs(observed: str, mechanism: str) -> None:
+    m = mt.detect(_Kube(_kv(observed)))
+    assert m["mechanism"] == mechanism
+    assert m["kubevirt"] == observed and m["source"] == "KubeVirt CR"
+    assert observed in m["why"]
+
+
+def test_a_rolling_kubevirt_counts_as_the_version_it_still_runs() -> None:
+    m = mt.detect(_Kube(_kv("1.5.2-150700.3.5.2", target="1.6.3-150700.3.13.1")))
+    assert m["mechanism"] == mt.HARVESTER_ACTION
+    assert "rolling to 1.6.3-150700.3.13.1" in m["why"]
+
+
+def _openapi(with_field: bool) -> bytes:
+    props = {"vmiName": {"type": "string"}}
+    if with_field:
+        props["addedNodeSelector"] = {"type": "object"}
+    return json.dumps({"components": {"schemas": {
+        "io.kubevirt.v1.VirtualMachineInstanceMigration": {
+            "properties": {"spec": {"properties": props}}}}}}).encode()
+
+
+@pytest.mark.parametrize(("with_field", "mechanism"), [
+    (True, mt.ADDED_NODE_SELECTOR), (False, mt.HARVESTER_ACTION)])
+def test_without_a_version_the_served_schema_decides(with_field: bool, mechanism: str) -> None:
+    m = mt.detect(_Kube(None, (200, _openapi(with_field))))
+    assert (m["mechanism"], m["source"]) == (mechanism, "served schema")
+
+
+def test_nothing_known_means_harvesters_action() -> None:
+    m = mt.detect(_Kube(None))
+    assert (m["mechanism"], m["source"]) == (mt.HARVESTER_ACTION, "default")
+
+
+class _ActionKube:
+    """Harvester's action answers ``answers`` in turn; a 204 creates ``<vm>-xxxxx``."""
+
+    check_mode = False
+
+    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+        self.answers = answers
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.migs: list[dict[str, Any]] = []
+        self.patched: list[dict[str, Any]] = []
+        self.created: list[dict[str, Any]] = []
+
+    def raw_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        self.posts.append((path, body))
+        status, text = self.answers.pop(0)
+        if status == 204:
+            self.migs.append({"metadata": {"name": f"vm-1-{len(self.migs):05d}",
+                                           "namespace": "default",
+                                           "creationTimestamp":
+                                               f"2026-01-01T00:00:0{len(self.migs)}Z",
+                                           "labels": {"kubevirt.io/vmi-name": "vm-1"}},
+                              "spec": {"vmiName": "vm-1"}})
+        return status, text
+
+    def items(self, api_version: str, kind: str, namespace: str | None = None,
+              label_selector: str | None = None) -> list[dict[str, Any]]:
+        return list(self.migs)
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        self.patched.append({"name": name, **patch})
+        return {}
+
+    def create_in(self, api_version: str, kind: str, body: dict[str, Any],
+                  namespace: str | None = None) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        node = "node-1"
+        for _ in range(10):
+            migs = {f"default/{m['metadata']['name']}": {**m, "status": {"phase": "Running"}}
+                    for m in self.migs}
+            view = {"VirtualMachineInstance": {"default/vm-1": {
+                "metadata": {"name": "vm-1", "namespace": "default"},
+                "status": {"phase": "Running", "nodeName": node}}},
+                "VirtualMachineInstanceMigration": migs}
+            on_change(view)
+            if pred(view):
+                return True
+            if self.migs:
+                node = "node-2"
+        raise AssertionError("the wait never ended")
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.failed: list[tuple[str, str, str, str]] = []
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {"app": "harvester-upgrade"}
+
+    def event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def fail_node(self, node: str, state: str, reason: str, message: str) -> None:
+        self.failed.append((node, state, reason, message))
+
+
+def _plan() -> Any:
+    vmi = {"metadata": {"name": "vm-1", "namespace": "default"},
+           "status": {"phase": "Running", "nodeName": "node-1"}}
+    return ev.EvacuationPlan(node="node-1", migrate=[
+        ev.Move(ev.vm_view(vmi), "node-2", "upgraded node with room")])
+
+
+def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
+    kube = _ActionKube([(503, b"no endpoints available"), (204, b"")])
+    result: dict[str, Any] = {"migrated": []}
+    steps._migrate_all(kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
+                       target_aware=True, concurrency=2, retries=0, migration_timeout=900,
+                       timeout=60, mechanism=mt.HARVESTER_ACTION)
+    assert not kube.created                       # no VMIM of ours: Harvester makes it
+    assert kube.posts[-1] == ("/api/v1/namespaces/harvester-system/services/"
+                              "https:harvester:8443/proxy/v1/harvester/"
+                              "kubevirt.io.virtualmachines/default/vm-1?action=migrate",
+                              {"nodeName": "node-2"})
+    assert len(kube.posts) == 2                   # the 503 was retried, not counted
+    (p,) = kube.patched
+    assert p["metadata"]["annotations"][steps.TARGET_ANNOTATION] == "node-2"
+    assert p["metadata"]["labels"]["kubevirt.io/vmi-name"] == "vm-1"
+    assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
+
+
+def test_a_refused_action_is_a_failed_attempt() -> None:
+    kube = _ActionKube([(500, b"The target node is non-migratable")])
+    writer = _Writer()
+    with pytest.raises(steps.NodeLoopError, match="non-migratable"):
+        steps._migrate_all(kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
+                           {"migrated": []}, target_aware=True, concurrency=2, retries=0,
+                           migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)
+    assert writer.failed[0][:3] == ("node-1", "PreDrainFailed", "MigrationFailed")
+    assert "Harvester's migrate action answered 500" in writer.failed[0][3]
+    assert len(kube.posts) == 1 and not kube.migs and not kube.created
