@@ -8,6 +8,13 @@
   ``() -> bool`` to wait for (re-checked whenever the owner calls :meth:`TaskRunner.kick`,
   e.g. on a watch event, and every ``poll_s`` as a safety net).
 * condition / version helpers.
+
+Upstream: none of its own; :func:`switch_crds` stands for a Helm upgrade of the
+harvester/harvester ``deploy/charts/harvester-crd`` chart (CRDs in ``templates/``, so Helm
+replaces them) and of the ``harvester`` chart's bundled kubevirt/longhorn CRDs, at the
+release tag the catalog names; the CRD data are ``harvester_sim.crds``
+(``simulator/docs/crds.md``).
+Not modelled: Helm's three-way merge and its release Secrets.
 """
 
 from __future__ import annotations

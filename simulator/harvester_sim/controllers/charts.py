@@ -27,6 +27,15 @@ Deployment: 1 replica, limits 500m / 512Mi; ``dependency_charts/kubevirt`` KubeV
 ``values.yaml`` ``kubevirt.spec.configuration``: ``vmRolloutStrategy: LiveUpdate`` from
 v1.6.0). The Rancher Deployment is upgraded by ``upgrade_manifests.sh`` (helm upgrade), not
 by a chart.
+
+Upstream: rancher/rancher ``v2.11.2`` / ``v2.12.0``
+``pkg/controllers/provisioningv2/managedchart/managedchart.go`` (ManagedChart -> fleet
+Bundle ``mcc-<name>``); the charts' content from harvester/harvester ``deploy/charts/``
+at the target release tag (above).
+Not modelled: Helm templating of the charts (only the four workloads, the KubeVirt CR
+configuration and the CRDs change), fleet's BundleDeployments and agent, fleet's status
+fields beyond those listed (fleet's own status code was not checked), chart errors and
+rollbacks, charts other than ``harvester``/``harvester-crd`` rolling workloads.
 """
 
 from __future__ import annotations

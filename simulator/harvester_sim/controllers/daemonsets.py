@@ -12,6 +12,14 @@ OnDelete leaves them. ControllerRevision objects are not written.
 
 Status: desired/current/updatedNumberScheduled, numberMisscheduled, numberReady,
 numberAvailable, numberUnavailable, observedGeneration.
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
+``pkg/controller/daemon/`` (``daemon_controller.go``, ``update.go``,
+``util/daemonset_util.go`` for the added tolerations and the node-name affinity).
+Not modelled: ControllerRevisions and rollback (history), RollingUpdate ``maxSurge``, the
+failed-pod deletion back-off, slow-start batched creation, orphan adoption/release,
+``status.collisionCount`` and ``conditions``; ``minReadySeconds`` not checked.
 """
 
 from __future__ import annotations

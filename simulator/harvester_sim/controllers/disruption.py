@@ -10,6 +10,18 @@ being deleted and not in ``disruptedPods``; ``disruptionsAllowed`` = max(0, curr
 desired); condition ``DisruptionAllowed`` (SufficientPods / InsufficientPods);
 ``observedGeneration``. Entries in ``disruptedPods`` (written by the eviction endpoint) are
 dropped once the pod is deleting or gone, or after 2 minutes.
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
+``pkg/controller/disruption/disruption.go`` (``getExpectedPodCount``,
+``getExpectedScale``, ``countHealthyPods``, ``buildDisruptedPodMap`` with ``DeletionTimeout``
+2 min).
+Not modelled: the generic ``/scale`` finder and ReplicationControllers; the fail-safe of
+``getExpectedScale``: upstream, a pod without a controller (or whose controller has no scale)
+under a percentage ``minAvailable`` or a ``maxUnavailable`` is an error (event
+``NoControllerRef``, condition ``SyncFailed``, ``disruptionsAllowed: 0``), where this module
+counts it as one pod (more lenient); the stale ``DisruptionTarget`` pod condition cleanup;
+``unhealthyPodEvictionPolicy`` lives in the eviction endpoint (``api/store.py``).
 """
 
 from __future__ import annotations

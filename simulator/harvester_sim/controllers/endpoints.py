@@ -9,6 +9,16 @@ pods are dropped. ``publishNotReadyAddresses`` makes every pod ready.
 
 ``default/kubernetes`` (ClusterIP 10.53.0.1:443) points at ``127.0.0.1:<api port>`` once the
 API server has put its port in ``world.extras['api_port']``.
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
+``pkg/controller/endpoint/endpoints_controller.go`` and
+``pkg/controller/endpointslice/`` (with ``staging/src/k8s.io/endpointslice/``); the
+``default/kubernetes`` Endpoints follow the API server's ``pkg/controlplane/reconcilers/``.
+Not modelled: the EndpointSliceMirroring controller (selector-less Services), slices split
+at 100 endpoints and Endpoints truncated at 1000, topology hints / ``trafficDistribution``,
+dual-stack, the ``endpoints.kubernetes.io/last-change-trigger-time`` annotation; pod
+``hostname``/``subdomain`` in addresses not checked.
 """
 
 from __future__ import annotations

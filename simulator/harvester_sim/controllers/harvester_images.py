@@ -29,6 +29,16 @@ empty displayName 422 (``pkg/image/common/validator.go`` ``CheckDisplayName``, c
 The timeline gets ``image_import_started``/``image_imported``/``image_import_failed`` and a
 ``span`` (``what: iso_download`` for images annotated ``harvesterhci.io/os-upgrade-image``,
 ``image_download`` otherwise).
+
+Upstream: harvester/harvester ``v1.5.1`` and ``v1.6.0``: ``pkg/controller/master/image/
+vm_image_controller.go``, ``pkg/image/backingimage/`` (``backingimage.go``,
+``backing_image_controller.go``, ``validate.go``), ``pkg/image/cdi/`` (``cdi.go``,
+``validate.go``), ``pkg/image/common/``.
+Not modelled: ``sourceType`` ``upload``, ``export-from-volume``, ``restore`` and
+``clone`` (encryption); the Longhorn BackingImage / BackingImageDataSource the
+``backingimage`` backend creates (here the controller downloads itself) and the per-image
+StorageClass it creates; CDI's DataVolume and importer pod (a bare PVC stands for them);
+image deletion cleanup; the mutating webhook's defaults (not checked).
 """
 
 from __future__ import annotations

@@ -38,6 +38,16 @@ Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; param
 ``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
 fails healthy replicas of the volume; with ``heal_after_s`` they rebuild after that delay.
 Timeline: ``replica_failed``, ``replica_rebuilt``, ``volume_degraded``.
+
+Upstream: longhorn/longhorn-manager ``v1.8.2`` (Harvester v1.5.1) and ``v1.9.1``
+(Harvester v1.6.0): ``controller/volume_controller.go``, ``replica_controller.go``,
+``engine_controller.go``, ``instance_manager_controller.go`` (the instance-manager PDB),
+``scheduler/replica_scheduler.go``.
+Not modelled: engine images and live engine upgrades, snapshots/backups, disk-level
+scheduling (space, tags, disk selectors), data locality, replica auto-balance, the share
+manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
+``node-drain-policy`` setting's other values (only the default
+``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup.
 """
 
 from __future__ import annotations

@@ -4,6 +4,17 @@
 
 Deleting a namespace's content is done by the store when the namespace goes away (it
 removes every namespaced object in it and emits their DELETED events).
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0):
+``pkg/controlplane/controller/systemnamespaces/`` (the system
+namespaces), ``pkg/controller/namespace/deletion/namespaced_resources_deleter.go`` (content
+deletion, ``Terminating``), ``pkg/controller/serviceaccount/serviceaccounts_controller.go``
+(``default`` ServiceAccount).
+Not modelled: the deleter's discovery-driven pass and its namespace conditions
+(``NamespaceDeletionDiscoveryFailure``, ``NamespaceContentRemaining``,
+``NamespaceFinalizersRemaining`` ...); whether the store's content removal waits for the
+contained objects' finalizers as upstream does was not checked.
 """
 
 from __future__ import annotations

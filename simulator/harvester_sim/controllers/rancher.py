@@ -35,6 +35,17 @@ Progress: cluster ``status.conditions`` ``Updated`` (Unknown + message while rol
 ``rke2_applied``, ``post_drain_set``, ``node_uncordoned``, ``planner_done``; spans ``drain``
 and ``rke2_restart``. Fault ``planner_stuck`` (target ``node``/``machine`` optional): the
 planner stops progressing from that moment on.
+
+Upstream: rancher/rancher ``v2.11.2`` (Harvester v1.5.1) and ``v2.12.0`` (Harvester
+v1.6.0): ``pkg/capr/planner/planner.go`` (tiers, concurrency), ``pkg/capr/planner/drain.go``
+(``drain``/``undrain``: drain-options, drain-done, uncordon annotations),
+``pkg/controllers/capr/machinedrain/machinedrain.go`` (cordon, pre-drain/post-drain hooks,
+kubectl drain with ``timeout`` 0 ⇒ 600 s).
+Not modelled: rancher-system-agent plan delivery and probes, etcd snapshots, bootstrap/join,
+certificate and encryption-key rotation. Differs from upstream: on a single-node cluster
+upstream still sets the drain annotations (with ``enabled: false``) and waits for the
+pre/post-drain hooks — this module skips the hooks (more lenient); with ``enabled: false``
+and no hooks upstream short-circuits (no annotations, no cordon) where this module cordons.
 """
 
 from __future__ import annotations

@@ -5,6 +5,15 @@ deleted. Scale-down deletes the least useful pods first (unscheduled, pending, n
 most restarts, newest). Status: ``replicas``, ``fullyLabeledReplicas``, ``readyReplicas``,
 ``availableReplicas`` (ready for ``minReadySeconds``, counted in simulated time) and
 ``observedGeneration``. Orphan adoption by selector is not simulated.
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
+``pkg/controller/replicaset/replica_set.go`` (``manageReplicas``,
+``getPodsToDelete``), ``replica_set_utils.go`` and ``pkg/controller/controller_utils.go``
+(``ActivePodsWithRanks`` for the deletion order).
+Not modelled: orphan adoption/release, slow-start batches and ``burstReplicas``,
+expectations, the ``ReplicaFailure`` condition, the pod-deletion-cost annotation and
+co-location ranking in the deletion order (not checked here).
 """
 
 from __future__ import annotations

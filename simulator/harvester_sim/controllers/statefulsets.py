@@ -11,6 +11,14 @@ and ``subdomain`` (``serviceName``) are set. ControllerRevisions are not written
 
 Status: replicas, readyReplicas, currentReplicas, updatedReplicas, availableReplicas,
 currentRevision, updateRevision, observedGeneration, collisionCount.
+
+Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
+v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
+``pkg/controller/statefulset/`` (``stateful_set_control.go``,
+``stateful_pod_control.go``, ``stateful_set_utils.go``).
+Not modelled: ControllerRevisions and rollback, ``persistentVolumeClaimRetentionPolicy``
+(PVCs are always retained), ``minReadySeconds``, ``ordinals.start``, RollingUpdate
+``maxUnavailable``, status ``conditions``, orphan adoption.
 """
 
 from __future__ import annotations

@@ -14,6 +14,13 @@ ready endpoint or no listener ``Failed to connect ... Connection refused`` (exit
 HTTPS port whose certificate is not signed by the CA given with ``--cacert`` ``SSL
 certificate problem: unable to get local issuer certificate`` (exit 60), and with ``-f`` an
 HTTP status >= 400 ``The requested URL returned error: <code>`` (exit 22).
+
+Upstream: cluster DNS as coredns/coredns ``plugin/kubernetes`` names Services (the search
+path RKE2's kubelet writes); curl's exit codes and messages as curl/curl
+``docs/libcurl/libcurl-errors.md`` / the ``curl`` tool (6, 7, 22, 60); Service routing as
+kube-proxy picks a ready endpoint of the Service's EndpointSlices.
+Not modelled: pod DNS records and headless per-pod names, ExternalName Services, session
+affinity, IPv6, timeouts (not checked).
 """
 
 from __future__ import annotations

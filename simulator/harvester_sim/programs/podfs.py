@@ -13,6 +13,15 @@ A loop mount (``mount -o loop,ro FILE DIR``) of an ISO puts an
 :class:`harvester_sim.releases.iso.IsoReader` on the target volume: its files then shadow
 the volume's own, which is how a Bidirectional mount in one container shows in the others
 (upgrade-toolkit's iso-mounter and repo containers share ``share-mount`` that way).
+
+Upstream: the kubelet's volume plugins, kubernetes/kubernetes ``v1.32.4`` (RKE2
+``v1.32.4+rke2r1``, Harvester v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0):
+``pkg/volume/emptydir``,
+``pkg/volume/hostpath``, ``pkg/volume/csi`` (a PVC's data live on its PV), and mount
+propagation (``pkg/kubelet/kubelet_pods.go`` ``makeMounts``, Bidirectional); ``mount -o
+loop`` as util-linux ``mount``.
+Not modelled: ``subPath``, configMap/secret/projected/downwardAPI volume contents (not
+checked), ``readOnly`` enforcement, capacity limits (``sizeLimit``).
 """
 
 from __future__ import annotations
