@@ -19,7 +19,7 @@ v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 ``util/daemonset_util.go`` for the added tolerations and the node-name affinity).
 Not modelled: ControllerRevisions and rollback (history), RollingUpdate ``maxSurge``, the
 failed-pod deletion back-off, slow-start batched creation, orphan adoption/release,
-``status.collisionCount`` and ``conditions``; ``minReadySeconds`` not checked.
+``status.collisionCount`` and ``conditions``.
 """
 
 from __future__ import annotations

@@ -22,10 +22,9 @@ Upstream: kubernetes/kubernetes ``v1.32.4`` (RKE2 ``v1.32.4+rke2r1``, Harvester
 v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 ``pkg/controller/deployment/`` (``deployment_controller.go``, ``sync.go``,
 ``rolling.go``, ``recreate.go``, ``progress.go``, ``util/deployment_util.go``).
-Not modelled: the revision annotation on the Deployment (above), the
-``deployment.kubernetes.io/desired-replicas`` / ``max-replicas`` annotations and proportional
-scaling of a scale change during a rollout (not checked), ``status.collisionCount``, orphan
-adoption/release, ``ReplicaFailure`` conditions.
+Not modelled: the revision annotation on the Deployment (above), proportional scaling of a
+scale change during a rollout (not checked), orphan adoption/release, the ``ReplicaFailure``
+condition.
 """
 
 from __future__ import annotations

@@ -22,10 +22,11 @@ v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 ``pkg/controller/job/job_controller.go`` (``syncJob``,
 ``manageJob``, ``getNewFinishedPods``), ``backoff_utils.go``, and
 ``pkg/controller/ttlafterfinished/ttlafterfinished_controller.go``.
-Not modelled: besides the features named above, ``status.uncountedTerminatedPods``,
-``podReplacementPolicy`` (a deleted pod is replaced at once), ``managedBy``, ``ready``
-counting; the pod-failure back-off is capped at 6 min here while upstream caps it at
-10 min (``MaxJobPodFailureBackOff``).
+Not modelled: besides the features named above, tracking through
+``status.uncountedTerminatedPods`` (written empty), ``podReplacementPolicy: Failed`` (a
+terminating pod is always replaced at once, the ``TerminatingOrFailed`` behaviour),
+``managedBy``. Differs: the pod-failure back-off is capped at 6 min here while upstream caps
+it at 10 min (``MaxJobPodFailureBackOff``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 ``pkg/controller/statefulset/`` (``stateful_set_control.go``,
 ``stateful_pod_control.go``, ``stateful_set_utils.go``).
 Not modelled: ControllerRevisions and rollback, ``persistentVolumeClaimRetentionPolicy``
-(PVCs are always retained), ``minReadySeconds``, ``ordinals.start``, RollingUpdate
+(PVCs are always retained), ``ordinals.start``, RollingUpdate
 ``maxUnavailable``, status ``conditions``, orphan adoption.
 """
 
