@@ -17,8 +17,8 @@ v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 ``default/kubernetes`` Endpoints follow the API server's ``pkg/controlplane/reconcilers/``.
 Not modelled: the EndpointSliceMirroring controller (selector-less Services), slices split
 at 100 endpoints and Endpoints truncated at 1000, topology hints / ``trafficDistribution``,
-dual-stack, the ``endpoints.kubernetes.io/last-change-trigger-time`` annotation; pod
-``hostname``/``subdomain`` in addresses not checked.
+dual-stack, the ``endpoints.kubernetes.io/last-change-trigger-time`` annotation, the pod's
+``hostname`` in its address (upstream sets it when the pod's ``subdomain`` is the Service).
 """
 
 from __future__ import annotations
