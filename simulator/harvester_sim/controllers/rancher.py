@@ -43,9 +43,12 @@ v1.6.0): ``pkg/capr/planner/planner.go`` (tiers, concurrency), ``pkg/capr/planne
 kubectl drain with ``timeout`` 0 ⇒ 600 s).
 Not modelled: rancher-system-agent plan delivery and probes, etcd snapshots, bootstrap/join,
 certificate and encryption-key rotation. Differs from upstream: on a single-node cluster
-upstream still sets the drain annotations (with ``enabled: false``) and waits for the
-pre/post-drain hooks — this module skips the hooks (more lenient); with ``enabled: false``
-and no hooks upstream short-circuits (no annotations, no cordon) where this module cordons.
+with drain hooks upstream still sets ``drain-options`` (``enabled: false``), cordons, waits
+for the pre-drain hooks, and after the plan waits for the post-drain hooks before it
+uncordons — this module neither cordons nor waits for hooks there (more lenient); with
+``enabled: false`` and no hooks upstream short-circuits (no annotations, no cordon) where
+this module cordons; upstream sets ``pre-drain`` / ``post-drain`` only when hooks are
+configured, this module always.
 """
 
 from __future__ import annotations
