@@ -6,7 +6,7 @@ Pods are created from the template with the labels the API server and the contro
 (``completions`` unset = work queue: done once a pod succeeded and none is active).
 Failed pods (and, with ``restartPolicy: OnFailure``, container restarts) count against
 ``backoffLimit``; a new pod after failures waits the exponential back-off (10 s doubling,
-at most 6 min). ``activeDeadlineSeconds`` runs in simulated time from ``startTime``.
+at most 10 min). ``activeDeadlineSeconds`` runs in simulated time from ``startTime``.
 ``suspend`` deletes the active pods (Suspended=True JobSuspended) and resuming restarts the
 clock (JobResumed). A pod deleted before it finished counts as failed.
 
@@ -25,8 +25,7 @@ v1.5.1) and ``v1.33.3`` (RKE2 ``v1.33.3+rke2r1``, Harvester v1.6.0),
 Not modelled: besides the features named above, tracking through
 ``status.uncountedTerminatedPods`` (written empty), ``podReplacementPolicy: Failed`` (a
 terminating pod is always replaced at once, the ``TerminatingOrFailed`` behaviour),
-``managedBy``. Differs: the pod-failure back-off is capped at 6 min here while upstream caps
-it at 10 min (``MaxJobPodFailureBackOff``).
+``managedBy``.
 """
 
 from __future__ import annotations
@@ -36,8 +35,10 @@ from typing import Any
 
 from . import podutil as pu
 
+# kubernetes pkg/controller/job/job_controller.go: DefaultJobPodFailureBackOff (10 s),
+# MaxJobPodFailureBackOff (10 min)
 BACKOFF_S = 10.0
-BACKOFF_MAX_S = 360.0
+BACKOFF_MAX_S = 600.0
 JOB_NAME = "batch.kubernetes.io/job-name"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 
