@@ -10,7 +10,12 @@ version_added: "0.1.0"
 description:
   - I(step=enter) checks the plan reached C(ClusterUpgraded) (or is already in or past
     C(NodeUpgrading)) and sets C(NodeUpgrading); nodes without a state start at
-    C(ImagePreloaded).
+    C(ImagePreloaded). On a multi-node cluster it then hands the roll to Rancher, once
+    (guarded by C(status.provisionGeneration)): one merge patch of
+    C(clusters.provisioning.cattle.io fleet-local/local) with C(spec.kubernetesVersion) =
+    C(releaseMetadata.kubernetes), C(spec.rkeConfig.provisionGeneration) + 1 and the
+    C(upgradeStrategy) (concurrency 1, drain options, pre/post drain hooks
+    C(management.harvesterhci.io/pre-hook)/C(post-hook)).
   - I(step=batch) runs at the start of each batch of the serial node play. It drops nodes that
     are already upgraded (resume) and fails, naming both, when Rancher is draining a node that
     is not in the batch (or, when Rancher is between nodes, the batch is not the next
