@@ -1438,6 +1438,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
         writer.fail_node(node, fail_state, outcome[1], msg)
         raise NodeLoopError(msg)
+    # the single-node script's VM detector rewrites the node's key of <plan>-restore-vm
+    recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent" and state != "WaitingReboot":
         writer.set_node_state(node, running_state)
         kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
@@ -1461,6 +1463,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
             msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
             writer.fail_node(node, fail_state, outcome[1], msg)
             raise NodeLoopError(msg)
+        if recorded:
+            record_shutdowns(kube, writer, node, recorded)
         writer.set_node_state(node, "WaitingReboot")
         kube.patch("v1", "Node", node,
                    {"metadata": {"annotations": {PENDING_OS_ANNOTATION: rel["os"]}}})
