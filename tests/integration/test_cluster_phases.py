@@ -373,7 +373,9 @@ def test_plan_matches_the_toolkit_example(journey: Journey) -> None:
     # collection sets the Kubernetes version before NodeUpgrade (seed 000 upgradeKubernetes)
     cluster = journey.cluster_at_cluster_upgraded
     assert cluster and cluster.get("kubernetesVersion") != st["releaseMetadata"]["kubernetes"]
-    assert "upgradeStrategy" not in (cluster.get("rkeConfig") or {})
+    strategy = (cluster.get("rkeConfig") or {}).get("upgradeStrategy") or {}
+    assert not (strategy.get("controlPlaneDrainOptions") or {}).get("preDrainHooks"), strategy
+    assert "provisionGeneration" not in (cluster.get("rkeConfig") or {}), cluster
 
 
 def test_progressing_message_says_what_a_phase_waits_for(journey: Journey) -> None:
