@@ -7,13 +7,12 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cluster_upgrade
-short_description: Upgrade Rancher, the Harvester charts and set the Kubernetes version
+short_description: Upgrade Rancher and the Harvester charts (the cluster-upgrade Job)
 version_added: 0.1.0
 description:
-  - On multi-node clusters, sets Rancher's C(spec.rkeConfig.upgradeStrategy) on C(fleet-
-    local/local) once (concurrency 1, drain options, pre/post drain hooks
-    C(management.harvesterhci.io/pre-hook)/C(post-hook)) and records
-    C(status.provisionGeneration).
+  - Leaves the Rancher cluster C(fleet-local/local) alone; its C(kubernetesVersion),
+    C(provisionGeneration) and C(upgradeStrategy) are written together when NodeUpgrade begins
+    (M(harvester.upgrade.node_gate) I(step=enter)).
   - Creates Job C(<plan>-cluster-upgrade) in C(harvester-system) (C(upgrade_manifests.sh) in the
     upgrade-toolkit image) and waits for it; a failed Job sets the plan C(Failed).
   - Works on the active UpgradePlan (or O(plan)) and follows its C(currentPhase) (phase

@@ -11,8 +11,11 @@ short_description: Remove images of the previous release from the nodes (phase I
 version_added: 0.1.0
 description:
   - Reads the image lists of the previous and the new release from the repository, and removes
-    the images only the previous one used (minus the toolkit's retained names) with system-
-    upgrade-controller Plan C(<plan>-image-cleanup) (concurrency 1).
+    the images only the previous one used (minus the toolkit's retained names, minus every
+    image a pod still running on a managed node uses) with system-upgrade-controller Plan
+    C(<plan>-image-cleanup) (concurrency 1). Its container runs a shell script that calls the
+    host's C(crictl rmi) for each image in env C(IMAGES); an image that cannot be removed is
+    logged and does not fail the Job.
   - When the ISO has no image lists, records Warning Event C(ImageCleanupSkipped) and completes.
   - Records C(ImageCleaning)/C(ImageCleaned)/C(ImageCleanFailed) per node.
   - Works on the active UpgradePlan (or O(plan)) and follows its C(currentPhase) (phase

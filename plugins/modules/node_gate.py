@@ -10,7 +10,12 @@ version_added: "0.1.0"
 description:
   - I(step=enter) checks the plan reached C(ClusterUpgraded) (or is already in or past
     C(NodeUpgrading)) and sets C(NodeUpgrading); nodes without a state start at
-    C(ImagePreloaded).
+    C(ImagePreloaded). On a multi-node cluster it then hands the roll to Rancher, once
+    (guarded by C(status.provisionGeneration)): one merge patch of
+    C(clusters.provisioning.cattle.io fleet-local/local) with C(spec.kubernetesVersion) =
+    C(releaseMetadata.kubernetes), C(spec.rkeConfig.provisionGeneration) + 1 and the
+    C(upgradeStrategy) (concurrency 1, drain options, pre/post drain hooks
+    C(management.harvesterhci.io/pre-hook)/C(post-hook)).
   - I(step=enter) on a multi-node cluster also holds the cluster settings for the roll, as
     Harvester's upgrade controller does before the node upgrades - Longhorn
     C(replica-replenishment-wait-interval) raised to 1800 when lower, Longhorn

@@ -672,3 +672,27 @@ def test_cleanup_script_without_tolerance_fails_on_missing_image(world: World) -
     pod = run_pod(world, "strict", ["sh", "-c", strict],
                   [{"name": "IMAGES", "value": "rancher/never-there:v1"}])
     assert exit_code(pod) == 1
+
+
+def test_touch_in_init_container_is_seen_through_the_shared_empty_dir(world: World) -> None:
+    """The per-volume bypass of wait_longhorn_engines: a file an init container leaves in an
+    emptyDir is visible to the main container mounting it, and only there."""
+    from harvester_sim.programs import host_scripts
+    from harvester_sim.programs.base import ProgramContext
+
+    pod = {"metadata": {"name": "x", "uid": "u1"},
+           "spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]}}
+    init = {"name": "i", "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
+    ctx = ProgramContext(world, world.client, pod, init, "node-1", {})
+    prog = host_scripts.run_shell_script(ctx, ["sh", "-c", "touch /tmp/skip-vol-a"])
+    assert prog is not None
+    with pytest.raises(StopIteration):
+        while True:
+            next(prog)
+    main = ProgramContext(world, world.client, pod, dict(init, name="m"), "node-1", {})
+    assert host_scripts.pod_file_exists(main, "/tmp/skip-vol-a")
+    assert not host_scripts.pod_file_exists(main, "/tmp/skip-vol-b")
+    bare = ProgramContext(world, world.client, pod, {"name": "b"}, "node-1", {})
+    assert not host_scripts.pod_file_exists(bare, "/tmp/skip-vol-a")
+    # touching outside an emptyDir is not a modelled script
+    assert host_scripts.run_shell_script(bare, ["sh", "-c", "touch /tmp/skip-vol-a"]) is None

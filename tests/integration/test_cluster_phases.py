@@ -187,6 +187,7 @@ class Journey:
     replenish_before: str | None = None
     replenish_written: list[str] = field(default_factory=list)   # every value written
     progressing_messages: list[str] = field(default_factory=list)   # as written, in order
+    cluster_at_cluster_upgraded: dict[str, Any] = field(default_factory=dict)
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -267,6 +268,8 @@ def journey() -> Iterator[Journey]:
             step("rest", skip_tags="node_upgrade",
                  extra_vars={"upgrade_toolkit_tag": TOOLKIT_TAG})
             j.uids_at_end = _uids(sim, name)
+            j.cluster_at_cluster_upgraded = sim.world.client.get(
+                "provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")["spec"]
             j.kubectl_table = kubectl(sim, "get", "upgradeplans").stdout
             # and the rest of the upgrade: node loop, ImageCleanup, Finalize
             step("finish")
@@ -372,10 +375,11 @@ def test_plan_matches_the_toolkit_example(journey: Journey) -> None:
     assert st["nodeUpgradeStatuses"] == {n: {"state": "ImagePreloaded"} for n in nodes}
     # ClusterUpgrade leaves the Rancher cluster alone: neither upgrade_manifests.sh nor the
     # collection sets the Kubernetes version before NodeUpgrade (seed 000 upgradeKubernetes)
-    cluster = sim.world.client.get("provisioning.cattle.io/v1", "Cluster", "local",
-                                   "fleet-local")["spec"]
-    assert cluster.get("kubernetesVersion") != st["releaseMetadata"]["kubernetes"]
-    assert "upgradeStrategy" not in (cluster.get("rkeConfig") or {})
+    cluster = journey.cluster_at_cluster_upgraded
+    assert cluster and cluster.get("kubernetesVersion") != st["releaseMetadata"]["kubernetes"]
+    strategy = (cluster.get("rkeConfig") or {}).get("upgradeStrategy") or {}
+    assert not (strategy.get("controlPlaneDrainOptions") or {}).get("preDrainHooks"), strategy
+    assert "provisionGeneration" not in (cluster.get("rkeConfig") or {}), cluster
 
 
 def test_progressing_message_says_what_a_phase_waits_for(journey: Journey) -> None:

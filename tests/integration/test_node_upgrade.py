@@ -133,6 +133,7 @@ def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool =
         status["singleNode"] = nodes[0]
     c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan", "metadata": {"name": PLAN},
               "spec": spec, "status": status})
+    _repo(sim, version)
     # what upgrade_manifests.sh's skip-restart Plan leaves on every node: the drop-in that
     # keeps RKE2 from restarting until the node's pre-drain (or single-node) Job removes it
     kubelet = sim.world.controllers["kubelet"]
@@ -144,6 +145,31 @@ def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool =
         files[f"{dropin}/10-harvester-upgrade.env"] = "INSTALL_RKE2_SKIP_ENABLE=true\n"
         kubelet.restart_agent(n)
     return rel
+
+
+def _repo(sim: Any, version: str) -> None:
+    """The upgrade repo RepoCreate leaves (Deployment + Service ``<plan>-repo`` serving the
+    ISO): the toolkit's node scripts read the release from it (lib.sh ``wait_repo``,
+    ``detect_repo``)."""
+    from harvester_sim.releases import catalog, iso
+    try:
+        rel = sim.world.extras["releases"].get(version)
+    except Exception:  # noqa: BLE001 - fall back to the built-in table
+        rel = catalog.get_release(version)
+    c, ns, name = sim.world.client, "harvester-system", f"{PLAN}-repo"
+    sim.world.extras.setdefault("image_blobs", {})[(ns, f"{PLAN}-iso")] = iso.build_iso(rel)
+    sel = {"app": name}
+    c.create({"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": name, "namespace": ns},
+              "spec": {"replicas": 1, "selector": {"matchLabels": sel},
+                       "template": {"metadata": {"labels": sel}, "spec": {
+                           "containers": [{"name": "nginx-iso-server",
+                                           "image": "rancher/mirrored-library-nginx:1.24.0",
+                                           "ports": [{"containerPort": 80}]}],
+                           "volumes": [{"name": "iso", "persistentVolumeClaim": {
+                               "claimName": f"{PLAN}-iso"}}]}}}})
+    c.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+              "spec": {"selector": sel, "ports": [{"port": 80, "targetPort": 80}]}})
 
 
 def get_plan(sim: Any) -> dict[str, Any]:

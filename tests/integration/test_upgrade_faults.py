@@ -130,8 +130,11 @@ SPECS: dict[str, Spec] = {
          "times": 1, "replicas": 2, "heal_after_s": 600},
     ], {"node_upgrade_migration_timeout": 8}),
     "iso-404": Spec([{"kind": "image_download_404", "target": {"version": "v1.6.0"}}]),
-    "node-job-fail": Spec([{"kind": "node_job_fail", "target": {"node": "node-1"}}]),
-    "node-job-hang": Spec([{"kind": "node_job_hang", "target": {"node": "node-1"}}],
+    # the OS-upgrade Job (node-1 also runs a pre-drain Job before it)
+    "node-job-fail": Spec([{"kind": "node_job_fail",
+                            "target": {"node": "node-1", "program": "post-drain"}}]),
+    "node-job-hang": Spec([{"kind": "node_job_hang",
+                            "target": {"node": "node-1", "program": "post-drain"}}],
                           {"node_upgrade_job_timeout": 6}),
     # extra: the cluster upgrade Job's pods fail (backoffLimit used up); a chart never Ready
     "cluster-job-fail": Spec([{"kind": "job_fail", "target": {

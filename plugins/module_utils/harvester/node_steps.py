@@ -1397,7 +1397,12 @@ def job_name(plan_name: str, job_type: str, node: str) -> str:
     return _safe_name(f"{plan_name}-node-upgrade-{job_type}-{node}")
 
 
-def job_body(writer: PlanWriter, job_type: str, node: str) -> dict[str, Any]:
+def job_body(writer: PlanWriter, job_type: str, node: str,
+             skip_volumes: list[str] | None = None) -> dict[str, Any]:
+    """The node Job (reference §C.5). ``skip_volumes`` (pre-drain): Longhorn volumes the
+    script's ``wait_longhorn_engines`` is to pass over — its documented bypass, a file
+    ``/tmp/skip-<volume>`` in the container, left by an init container in an emptyDir
+    mounted at ``/tmp``."""
     labels = {**writer.labels("node-upgrade"), JOB_TYPE_LABEL: job_type, NODE_LABEL: node}
     # what upgrade_node.sh reads (lib.sh: the plan name builds the repo URL; the node name
     # for kubectl; the pod name for the reboot service after an OS install)
@@ -1411,7 +1416,7 @@ def job_body(writer: PlanWriter, job_type: str, node: str) -> dict[str, Any]:
         "node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable",
         "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd",
         ev.DRAIN_TAINT_KEY, "CriticalAddonsOnly")]
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(writer.name, job_type, node), "namespace": UPGRADE_NS,
                      "labels": labels, "ownerReferences": [writer.owner_reference()]},
@@ -1434,6 +1439,16 @@ def job_body(writer: PlanWriter, job_type: str, node: str) -> dict[str, Any]:
             },
         },
     }
+    if skip_volumes:
+        pod = body["spec"]["template"]["spec"]
+        pod["volumes"].append({"name": "tmp", "emptyDir": {}})
+        pod["containers"][0]["volumeMounts"].append({"name": "tmp", "mountPath": "/tmp"})
+        pod["initContainers"] = [{
+            "name": "skip-volumes", "image": toolkit_image(writer.plan),
+            "command": ["sh", "-c", "touch " + " ".join(
+                f"/tmp/skip-{v}" for v in sorted(skip_volumes))],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}]
+    return body
 
 
 def _job_outcome(job: dict[str, Any] | None) -> tuple[str, str, str]:
@@ -1504,6 +1519,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
         writer.fail_node(node, fail_state, outcome[1], msg)
         raise NodeLoopError(msg)
+    # the single-node script's VM detector rewrites the node's key of <plan>-restore-vm
+    recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent" and state != "WaitingReboot":
         writer.set_node_state(node, running_state)
         kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
@@ -1527,6 +1544,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
             msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
             writer.fail_node(node, fail_state, outcome[1], msg)
             raise NodeLoopError(msg)
+        if recorded:
+            record_shutdowns(kube, writer, node, recorded)
         writer.set_node_state(node, "WaitingReboot")
         kube.patch("v1", "Node", node,
                    {"metadata": {"annotations": {PENDING_OS_ANNOTATION: rel["os"]}}})
@@ -1572,6 +1591,31 @@ def _engines_settled(kube: Kube) -> str | None:
     return None
 
 
+def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
+    """Volumes with a running engine that are not healthy but not at risk from draining
+    ``node`` (a healthy replica lives elsewhere: :func:`_volume_at_risk`). The pre-drain
+    script waits for every running engine's volume to be healthy (≥ 3 nodes) or to have two
+    RW replicas, forever — also for a volume that cannot heal (too few nodes with disks, a
+    replica lost for good) and that our own check already judged safe."""
+    try:
+        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+                                                             "longhorn-system")}
+    except (ApiError, NotServed):
+        return []
+    replicas = _try_items(kube, LONGHORN_API, "Replica", "longhorn-system")
+    out = set()
+    for e in engines:
+        if (e.get("status") or {}).get("currentState") != "running":
+            continue
+        vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
+        if vol is None or (vol.get("status") or {}).get("robustness") == "healthy":
+            continue
+        if _volume_at_risk(vol, node, replicas) is None:
+            out.add(vol["metadata"]["name"])
+    return sorted(out)
+
+
 def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 3600,
                       start_only: bool = False, fail: bool = True) -> dict[str, Any]:
     """Job ``<plan>-node-upgrade-pre-drain-<node>`` (``upgrade_node.sh pre-drain``): on the
@@ -1611,9 +1655,14 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                     return {**out, "why": str(exc)}
                 writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
                 raise
-        kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node), UPGRADE_NS)
-        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{name} created for {node}")
+        skip = _volumes_to_skip(kube, node)
+        kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
+                       UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{name} created for {node}"
+                     + (f" (volumes judged safe to drain past: {', '.join(skip)})"
+                        if skip else ""))
         out["changed"] = out["started"] = True
+        out["skip_volumes"] = skip
         if start_only:
             return out
     elif outcome[0] == "running" and start_only:

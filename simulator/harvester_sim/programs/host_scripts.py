@@ -24,6 +24,11 @@ here fails (exit 127, ``not modelled by the simulator``) instead of being accept
   container uses it** (containerd does not check); a name the store does not have is an
   error (``no such image``) and the call exits 1 after trying the others. The script's exit
   code: 1 when an ``rmi`` without ``||`` failed under ``set -e``, else 0.
+* **touch files in a shared emptyDir** — a script made only of ``touch``/``mkdir -p`` on paths
+  under one of the container's ``emptyDir`` mounts (e.g. an init container that leaves
+  ``/tmp/skip-<volume>``, the per-volume bypass ``upgrade_node.sh``'s
+  ``wait_longhorn_engines`` tests with ``-f``). The files live as long as the pod, visible to
+  every container of the pod that mounts the same volume (:func:`pod_file_exists`).
 """
 
 from __future__ import annotations
@@ -158,6 +163,70 @@ def image_cleanup(ctx: ProgramContext, script: str) -> Prog:
     return 0
 
 
+def _mount_of(ctx: ProgramContext, path: str) -> tuple[str, str] | None:
+    """``(volume name, path inside the volume)`` when ``path`` is under one of the
+    container's mounts of an ``emptyDir`` volume."""
+    vols = {v.get("name"): v for v in (ctx.pod.get("spec") or {}).get("volumes") or []}
+    best: tuple[str, str] | None = None
+    for m in ctx.container.get("volumeMounts") or []:
+        mp = str(m.get("mountPath") or "").rstrip("/")
+        if "emptyDir" not in (vols.get(m.get("name")) or {}):
+            continue
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best[1]):
+                best = (str(m["name"]), mp)
+    if best is None:
+        return None
+    return best[0], path[len(best[1]):].lstrip("/")
+
+
+def _pod_files(ctx: ProgramContext, volume: str) -> set[str]:
+    uid = str((ctx.pod.get("metadata") or {}).get("uid") or
+              (ctx.pod.get("metadata") or {}).get("name"))
+    store: dict[tuple[str, str], set[str]] = ctx.world.extras.setdefault("pod_files", {})
+    return store.setdefault((uid, volume), set())
+
+
+def pod_file_exists(ctx: ProgramContext, path: str) -> bool:
+    """``[[ -f path ]]`` in this container: only files an emptyDir it mounts holds (its own
+    image filesystem has none of the files the upgrade looks for)."""
+    where = _mount_of(ctx, path)
+    return where is not None and where[1] in _pod_files(ctx, where[0])
+
+
+def _touch_paths(ctx: ProgramContext, script: str) -> list[tuple[str, str]] | None:
+    cmds = [c.strip() for c in re.split(r"&&|;|\n", script) if c.strip()]
+    if not cmds:
+        return None
+    out: list[tuple[str, str]] = []
+    for cmd in cmds:
+        words = cmd.split()
+        if words[0] == "set":
+            continue
+        if words[0] == "touch":
+            paths = words[1:]
+        elif words[:2] == ["mkdir", "-p"]:
+            paths = []
+            for p in words[2:]:
+                if _mount_of(ctx, p) is None:
+                    return None
+        else:
+            return None
+        for p in paths:
+            where = _mount_of(ctx, p.strip("'\""))
+            if where is None or not where[1]:
+                return None
+            out.append(where)
+    return out
+
+
+def touch_files(ctx: ProgramContext, paths: list[tuple[str, str]]) -> Prog:
+    for volume, rel in paths:
+        _pod_files(ctx, volume).add(rel)
+    yield 0.1
+    return 0
+
+
 def run_shell_script(ctx: ProgramContext, argv: list[str]) -> Prog | None:
     """The model of ``argv``'s script, or None when it is not one of the modelled scripts."""
     script = _shell_script(argv)
@@ -167,6 +236,9 @@ def run_shell_script(ctx: ProgramContext, argv: list[str]) -> Prog | None:
         return skip_restart(ctx)
     if _is_image_cleanup(script):
         return image_cleanup(ctx, script)
+    touched = _touch_paths(ctx, script)
+    if touched is not None:
+        return touch_files(ctx, touched)
     return None
 
 

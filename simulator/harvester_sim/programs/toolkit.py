@@ -48,7 +48,9 @@ Steps per subcommand (all start with ``wait_repo`` + ``detect_repo``):
   ``/var/lib/rancher/rke2/agent/images``.
 * ``pre-drain``: ``recover_rancher_system_agent`` (removes
   ``/run/systemd/system/rancher-system-agent.service.d``, restarts the agent),
-  ``wait_longhorn_engines``, the VM live-migrate detector (``--shutdown --upgrade``: stops
+  ``wait_longhorn_engines`` (per volume bypass: a file ``/tmp/skip-<volume>`` in the
+  container, e.g. left in an emptyDir by an init container), the VM live-migrate detector
+  (``--shutdown --upgrade``: stops
   the node's non-live-migratable VMs, records them in ConfigMap ``<plan>-restore-vm``, key =
   node, overwritten), taint ``kubevirt.io/drain=draining:NoSchedule``,
   ``wait_vms_out_or_shutdown`` (VMIs labelled ``kubevirt.io/nodeName=<node>`` with phase !=
@@ -99,6 +101,7 @@ from ..controllers._upgrade_util import (
     switch_crds,
 )
 from .base import REGISTRY, ProgramContext, image_repo
+from .host_scripts import pod_file_exists
 
 PLAN_API = "management.harvesterhci.io/v1beta1"
 SUC_API = "upgrade.cattle.io/v1"
@@ -672,6 +675,9 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
                                      or {}).values() if m == "RW")
                 if rw >= want:
                     break
+            if pod_file_exists(ctx, f"/tmp/skip-{vol}"):
+                ctx.log(f"Skip {vol}.")
+                break
             ctx.log(f"Waiting for volume {vol} to be healthy...")
             yield 10.0
     return 0
