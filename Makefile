@@ -113,7 +113,7 @@ toolkit-peer: venv
 	@test -d "$(MIRROR_ROOT)/harvester+upgrade-toolkit/repo" -a -d "$(MIRROR_ROOT)/rancher+system-upgrade-controller/repo" || { echo "toolkit-peer: git clones $(MIRROR_ROOT)/harvester+upgrade-toolkit/repo and $(MIRROR_ROOT)/rancher+system-upgrade-controller/repo required (set MIRROR_ROOT)" >&2; exit 2; }
 	MIRROR_ROOT="$(MIRROR_ROOT)" $(BIN)/python scripts/toolkit_peer.py --scenario $(SCENARIO) \
 		--speed $(SPEED) --tool "$(UPGRADE_TOOLKIT_SH)" --mirror-root "$(MIRROR_ROOT)" \
-		$(TOOLKIT_PEER_ARGS)
+		$(if $(SUC_BIN),--suc-bin $(SUC_BIN)) $(TOOLKIT_PEER_ARGS)
 
 clean:
 	rm -rf build out ansible_collections .pytest_cache

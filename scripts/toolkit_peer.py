@@ -585,8 +585,10 @@ def install_toolkit_crds(kube: Kube, crds: list[dict[str, Any]]) -> None:
 
 def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, Any]:
     fwd_kube: Kube | None = None
-    proc, kubeconfig = collection_run.start_simulator(args.scenario, args.speed, out,
-                                                      args.seed, [])
+    proc, kubeconfig = collection_run.start_simulator(
+        args.scenario, args.speed, out, args.seed,
+        ["--without", "suc"] if args.suc_bin else [])
+    suc = None
     plan: dict[str, Any] = {}
     phase = "NotStarted"
     vms = (0, 0)
@@ -594,6 +596,10 @@ def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, An
     fwd: MetadataForwarder | None = None
     try:
         log(f"simulator: scenario {args.scenario}, speed {args.speed} ({kubeconfig})")
+        if args.suc_bin:
+            suc = collection_run.start_suc(args.suc_bin, kubeconfig, out)
+            log(f"real system-upgrade-controller {args.suc_bin} in place of the simulated one "
+                f"(pid {suc.pid}, log {out / 'system-upgrade-controller.log'})")
         kube = Kube(kubeconfig)
         fwd_kube = kube
         install_toolkit_crds(kube, tool.crds(out / "upgrade-toolkit-crds.yaml"))
@@ -619,6 +625,8 @@ def run_toolkit(args: argparse.Namespace, tool: Tool, out: Path) -> dict[str, An
         tool.stop()
         if fwd is not None:
             fwd.close()
+        if suc is not None:
+            collection_run.stop_simulator(suc)
         collection_run.stop_simulator(proc)
         if fwd_kube is not None:
             fwd_kube.close()
@@ -685,6 +693,8 @@ def run_collection(args: argparse.Namespace, out: Path) -> dict[str, Any] | None
            "--out", str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out)]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
+    if args.suc_bin:
+        cmd += ["--suc-bin", str(args.suc_bin)]
     log(f"collection: $ {' '.join(cmd)}")
     rc = subprocess.call(cmd, cwd=ROOT)
     report = json.loads((out / "report.json").read_text()) \
@@ -717,7 +727,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metadata-port", type=int, default=80)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--no-collection", action="store_true")
+    ap.add_argument("--suc-bin", type=Path, default=None, metavar="PATH",
+                    help="a real system-upgrade-controller binary run in place of the "
+                         "simulated one (harvester-sim serve --without suc), for both runs")
     args = ap.parse_args(argv)
+    if args.suc_bin is not None:
+        if not (args.suc_bin.is_file() and os.access(args.suc_bin, os.X_OK)):
+            die(f"--suc-bin: {args.suc_bin}: no such executable file")
+        args.suc_bin = args.suc_bin.resolve()
     tool_path = Path(args.tool)
     if not tool_path.is_absolute():
         tool_path = (ROOT / tool_path).resolve()

@@ -158,6 +158,13 @@ def _repo(sim: Any, version: str) -> None:
         rel = catalog.get_release(version)
     c, ns, name = sim.world.client, "harvester-system", f"{PLAN}-repo"
     sim.world.extras.setdefault("image_blobs", {})[(ns, f"{PLAN}-iso")] = iso.build_iso(rel)
+    # the ISO image's claim, as ISODownload leaves it; Longhorn's provisioner binds it (a pod
+    # whose claim is missing or unbound is not scheduled)
+    c.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+              "metadata": {"name": f"{PLAN}-iso", "namespace": ns},
+              "spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Filesystem",
+                       "storageClassName": "harvester-longhorn",
+                       "resources": {"requests": {"storage": "10Gi"}}}})
     sel = {"app": name}
     c.create({"apiVersion": "apps/v1", "kind": "Deployment",
               "metadata": {"name": name, "namespace": ns},
