@@ -17,7 +17,7 @@ description:
     C(PreDraining)/C(PostDraining) in the UpgradePlan's C(nodeUpgradeStatuses). While waiting for
     C(pre-drain) it fails, naming both nodes, if Rancher starts draining a node outside the batch.
   - I(step=answer) copies the value into the hook annotation. For the pre-drain hook it first
-    runs Job C(<plan>-node-upgrade-pre-drain-<node>) (C(upgrade_node.sh pre-drain): undoes the
+    runs Job C(<plan>-node-upgrade-pre-drain-<node>) (C(upgrade_node.sh pre-drain), which undoes the
     rancher-system-agent drop-in the cluster upgrade left, so RKE2 can restart into the new
     version, removes RKE2's canal config, disables the RKE2 snapshot charts), waits for it and
     records C(PreDrained).

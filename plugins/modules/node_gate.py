@@ -11,7 +11,7 @@ description:
   - I(step=enter) checks the plan reached C(ClusterUpgraded) (or is already in or past
     C(NodeUpgrading)) and sets C(NodeUpgrading); nodes without a state start at
     C(ImagePreloaded). On a multi-node cluster it then hands the roll to Rancher, once
-    (guarded by C(status.provisionGeneration)): one merge patch of
+    (guarded by C(status.provisionGeneration)) with one merge patch of
     C(clusters.provisioning.cattle.io fleet-local/local) with C(spec.kubernetesVersion) =
     C(releaseMetadata.kubernetes), C(spec.rkeConfig.provisionGeneration) + 1 and the
     C(upgradeStrategy) (concurrency 1, drain options, pre/post drain hooks

@@ -18,12 +18,12 @@ description:
     C(VMShutdownCompleted)).
   - Then taints the node C(kubevirt.io/drain=draining:NoSchedule) and starts
     VirtualMachineInstanceMigrations with bounded concurrency. With I(target_aware=true) each
-    migration is sent to a chosen node: on KubeVirt v1.6.0 and later (KubeVirt CR
+    migration is sent to a chosen node. On KubeVirt v1.6.0 and later (KubeVirt CR
     C(status.observedKubeVirtVersion)) it carries C(spec.addedNodeSelector)
-    C(kubernetes.io/hostname=<target>); on older KubeVirt, which has no such field, Harvester's
-    VM C(migrate) action is called with C({"nodeName": <target>}) through the API server's
-    proxy to Service C(harvester-system/harvester) (needs C(create) on C(services/proxy)
-    C(https:harvester:8443)). The target is an
+    C(kubernetes.io/hostname=<target>). On older KubeVirt, which has no such field, Harvester's
+    VM C(migrate) action is called with body field C(nodeName) set to the target, through the
+    API server's proxy to Service C(harvester-system/harvester) (needs C(create) on
+    C(services/proxy) C(https:harvester:8443)). The target is an
     already-upgraded node with room (allocatable minus requests), falling back to a
     not-yet-upgraded node (the one Rancher drains last) only when no upgraded node has room,
     so a VM moves once rather than once per node.

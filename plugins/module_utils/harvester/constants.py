@@ -94,7 +94,6 @@ LABEL_V1_UPGRADE_STATE = "harvesterhci.io/upgradeState"
 V1_UPGRADE_TERMINAL = ("Succeeded", "Failed")
 UPGRADE_MANAGER_ADDON = "harvester-upgrade-manager"
 LABEL_APP_NAME = "app.kubernetes.io/name"
-ENDPOINT_SLICE = ("discovery.k8s.io/v1", "EndpointSlice")
 LABEL_SERVICE_NAME = "kubernetes.io/service-name"
 ANN_SNAPSHOT_CLEANUP_SAVED = "management.harvesterhci.io/auto-cleanup-system-generated-snapshot"
 

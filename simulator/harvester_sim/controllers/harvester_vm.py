@@ -33,8 +33,9 @@ An unknown action -> 422 ``InvalidAction`` (rancher/apiserver ``ValidateAction``
 other than POST with an action -> 405.
 
 The handler is served on the ``https`` port (8443) of the pods of Deployment
-``harvester-system/harvester`` (the program ``harvester-api``, matched by image
-``rancher/harvester``), reached like on a real cluster through the API server's service proxy
+``harvester-system/harvester`` (the program ``harvester-apiserver`` of
+``programs/harvester_server.py``, which routes the image download and these actions),
+reached like on a real cluster through the API server's service proxy
 ``/api/v1/namespaces/harvester-system/services/https:harvester:8443/proxy/v1/harvester/...``,
 and on the simulator's own HTTPS server under ``/v1/harvester/...`` (the path Rancher serves on
 the VIP; see ``api/server.py``).
@@ -44,12 +45,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
 from typing import Any
 from urllib.parse import parse_qs
 
 from ..api.errors import ApiError
-from ..programs.base import REGISTRY, ProgramContext, image_repo
+from ..programs.base import image_repo
 from ..releases.catalog import parse_version
 
 log = logging.getLogger("harvester_sim.harvester_vm")
@@ -275,24 +275,10 @@ def api_handler(world: Any, client: Any, version: tuple[int, int, int]) -> Any:
     return handler
 
 
-def harvester_api(ctx: ProgramContext) -> Generator[float, None, int]:
-    """The ``harvester`` container: serves the Harvester API on :8443 while it runs."""
-    md = ctx.pod.get("metadata") or {}
-    ns, pod = str(md.get("namespace", "")), str(md.get("name", ""))
-    version = _version(ctx.image.rsplit(":", 1)[-1])
-    ctx.world.proxies.register_pod(ns, pod, PORT, api_handler(ctx.world, ctx.client, version))
-    try:
-        while True:
-            yield 3600.0
-    finally:
-        ctx.world.proxies.unregister_pod(ns, pod)
-
-
-def _matcher(image: str, command: list[str], args: list[str]) -> bool:
-    return image_repo(image) == "rancher/harvester"
-
-
-REGISTRY.register("harvester-api", _matcher, harvester_api)
+def image_version(image: str) -> tuple[int, int, int]:
+    """The Harvester version of a ``rancher/harvester:<tag>`` image (the container that
+    serves the actions: ``programs/harvester_server.py``)."""
+    return _version(image.rsplit(":", 1)[-1])
 
 
 class MigrationController:

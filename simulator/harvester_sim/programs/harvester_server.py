@@ -111,11 +111,30 @@ def download_handler(world: Any) -> Any:
     return handler
 
 
+def routes(world: Any, client: Any, image: str) -> Any:
+    """One router for the API the container serves (pkg/server/router.go): the image download
+    and the VM actions (``controllers/harvester_vm.py``, by the image's Harvester version)."""
+    from ..controllers import harvester_vm
+
+    download = download_handler(world)
+    actions = harvester_vm.api_handler(world, client,
+                                       harvester_vm.image_version(image))
+
+    def handler(method: str, path: str, query: str, headers: dict[str, str],
+                body: bytes) -> tuple[int, dict[str, str], bytes]:
+        if DOWNLOAD.match(path.split("?", 1)[0]):
+            return download(method, path, query, headers, body)
+        return actions(method, path, query, headers, body)  # type: ignore[no-any-return]
+
+    return handler
+
+
 def harvester_server(ctx: ProgramContext) -> Generator[float, None, int]:
     md = ctx.pod.get("metadata") or {}
     ns, pod = str(md.get("namespace", "")), str(md.get("name", ""))
     ca = serving_ca(ctx.world, ctx.client)
-    ctx.world.proxies.register_pod(ns, pod, PORT, download_handler(ctx.world), tls_ca=ca)
+    ctx.world.proxies.register_pod(ns, pod, PORT, routes(ctx.world, ctx.client, ctx.image),
+                                   tls_ca=ca)
     ctx.log(f"Starting harvester API server on :{PORT}")
     try:
         while True:
