@@ -236,20 +236,36 @@ class TlsRelay:
             conn.close()
             return
 
-        def pump(src: ssl.SSLSocket, dst: ssl.SSLSocket) -> None:
-            try:
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                for s in (src, dst):
-                    try:
-                        s.close()
-                    except OSError:
-                        pass
-        threading.Thread(target=pump, args=(back, front), daemon=True).start()
-        pump(front, back)
+        # One thread per connection moves bytes both ways: an SSL socket must not be read and
+        # written from two threads at once (OpenSSL's connection object is not thread-safe).
+        import selectors
+        sel = selectors.DefaultSelector()
+        for a, b in ((front, back), (back, front)):
+            a.setblocking(False)
+            sel.register(a, selectors.EVENT_READ, b)
+        try:
+            while not self.stopped:
+                for key, _ in sel.select(timeout=1.0):
+                    src, dst = key.fileobj, key.data
+                    while True:
+                        try:
+                            data = src.recv(65536)  # type: ignore[union-attr]
+                        except ssl.SSLWantReadError:
+                            break
+                        if not data:
+                            return
+                        dst.setblocking(True)
+                        dst.sendall(data)
+                        dst.setblocking(False)
+        except OSError:
+            pass
+        finally:
+            sel.close()
+            for sk in (front, back):
+                try:
+                    sk.close()
+                except OSError:
+                    pass
 
     def close(self) -> None:
         self.stopped = True
