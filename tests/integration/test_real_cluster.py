@@ -278,7 +278,18 @@ def relay_sim(simulator: Any, tmp_path: Path) -> Iterator[tuple[Any, TlsRelay, P
     scn.write_text(yaml.safe_dump({"name": "cert-near-expiry", "extends": "three-node",
                                    "faults": [{"kind": "cert_near_expiry", "days": 3}]}))
     sim = simulator(str(scn), speed=200)
-    relay = TlsRelay(int(sim.url.rsplit(":", 1)[1]))
+    port = int(sim.url.rsplit(":", 1)[1])
+    # the endpointslice controller publishes the API server's address soon after start; the
+    # check under test reads it (a cluster always has it), so wait for it as a cluster would
+    deadline = time.monotonic() + 30
+    while not any(p.get("port") == port
+                  for sl in sim.world.client.list("discovery.k8s.io/v1", "EndpointSlice",
+                                                  "default")
+                  if (sl["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
+                  == "kubernetes" for p in sl.get("ports") or []):
+        assert time.monotonic() < deadline, "no EndpointSlice for default/kubernetes"
+        time.sleep(0.05)
+    relay = TlsRelay(port)
     kc = yaml.safe_load(Path(sim.env["KUBECONFIG"]).read_text())
     kc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
     kc["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
