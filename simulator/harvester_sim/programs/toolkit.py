@@ -100,6 +100,7 @@ from ..controllers._upgrade_util import (
     release_images,
     switch_crds,
 )
+from ..controllers.podutil import node_term_matches
 from .base import REGISTRY, ProgramContext, image_repo
 from .host_scripts import pod_file_exists
 
@@ -545,19 +546,6 @@ def _wait_evacuation_pdb_gone(ctx: ProgramContext) -> Prog:
         yield POLL_S
 
 
-def _match_expr(labels: dict[str, str], expr: dict[str, Any]) -> bool:
-    key, op, vals = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in vals
-    if op == "NotIn":
-        return labels.get(key) not in vals
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    return False
-
-
 def _non_migratable(vmi: dict[str, Any], node: str, nodes: list[dict[str, Any]]) -> bool:
     """The detector's rules (reference §D.1)."""
     others = [n for n in nodes if "node-role.harvesterhci.io/witness"
@@ -575,9 +563,7 @@ def _non_migratable(vmi: dict[str, Any], node: str, nodes: list[dict[str, Any]])
     for n in others:
         if n["metadata"]["name"] == node or (n.get("spec") or {}).get("unschedulable"):
             continue
-        lab = n["metadata"].get("labels") or {}
-        if not terms or any(all(_match_expr(lab, e) for e in t.get("matchExpressions") or [])
-                            for t in terms):
+        if not terms or any(node_term_matches(t, n) for t in terms):
             return False
     return True
 
