@@ -35,8 +35,9 @@ def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "conditio
 def world_factory() -> Iterator[Callable[..., World]]:
     worlds: list[World] = []
 
-    def make(faults: list[dict[str, Any]] | None = None, nodes: int = 3) -> World:
-        w = World({"timings": {"replica_rebuild_s": 20, "pod_start_s": 1},
+    def make(faults: list[dict[str, Any]] | None = None, nodes: int = 3,
+             pod_start_s: float = 1) -> World:
+        w = World({"timings": {"replica_rebuild_s": 20, "pod_start_s": pod_start_s},
                    "faults": faults or []}, speed=100.0, seed=1)
         for ns in ("default", NS):
             w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -107,6 +108,36 @@ def test_replicas_attach_and_robustness(world_factory: Callable[..., World]) -> 
     assert st["kubernetesStatus"]["workloadsStatus"][0]["workloadName"] == "vm1"
     w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
     wait_for(lambda: volume(w)["status"].get("state") == "detached", what="detached")
+
+
+def test_new_volume_waits_for_instance_managers_instead_of_faulting(
+        world_factory: Callable[..., World]) -> None:
+    """A volume created while the instance managers are still starting (the simulator's own
+    start, under load) gets replicas that are stopped, not failed; they start with the
+    instance managers and the volume is never ``faulted``."""
+    w = world_factory(pod_start_s=200)
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: w.client.try_get("v1", "Pod", longhorn.im_name(n), NS),
+                 what=f"instance manager pod on {n}")
+    assert not any(im_up(w, n) for n in ("node-0", "node-1", "node-2"))
+    w.client.create({"apiVersion": API, "kind": "Volume",
+                     "metadata": {"name": "pvc-2", "namespace": NS},
+                     "spec": {"numberOfReplicas": 3, "size": str(1024 ** 3)}})
+
+    def reps() -> list[dict[str, Any]]:
+        return [r for r in w.client.list(API, "Replica", NS)
+                if r["spec"]["volumeName"] == "pvc-2"]
+    wait_for(lambda: len(reps()) == 3 and all(r.get("status") for r in reps()),
+             what="replicas of pvc-2")
+    assert {r["status"]["currentState"] for r in reps()} == {"stopped"}
+    assert not any(r["spec"].get("failedAt") for r in reps())
+    assert w.client.get(API, "Volume", "pvc-2", NS)["status"]["robustness"] == "unknown"
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n), timeout=15, what=f"instance manager on {n}")
+    wait_for(lambda: {r["status"]["currentState"] for r in reps()} == {"running"},
+             what="replicas started")
+    assert not [e for e in w.timeline.snapshot()
+                if e["event"] in ("replica_failed", "volume_degraded")]
 
 
 def test_node_reboot_degrades_then_rebuilds(world_factory: Callable[..., World]) -> None:

@@ -1,7 +1,10 @@
 """Simulated Longhorn (``longhorn.io/v1beta2``): volumes, replicas, engines, instance managers.
 
 * Every Volume has ``spec.numberOfReplicas`` Replica objects on distinct nodes (the scenario
-  loader usually creates them; missing ones are created here) and one Engine.
+  loader usually creates them; missing ones are created here) and one Engine. A replica
+  created while its node's instance manager is not running yet stays ``stopped`` (no data,
+  not failed) and starts with the instance manager; a volume whose replicas have all not
+  started is ``unknown``, not ``faulted``.
 * Replicas live in their node's instance manager: a pod ``instance-manager-<hash>`` in
   ``longhorn-system`` per node. When that pod dies (node reboot, eviction) the node's
   replicas of attached volumes fail (``spec.failedAt``, ``status.currentState: error``;
@@ -87,7 +90,13 @@ class Rep:
     node: str
     healthy: bool
     rebuilding: bool = False
-    cause: str = ""             # why it failed: "im" (rebuilt when back), "fault", "initial"
+    # why it is not healthy: "im" (rebuilt when back), "fault", "initial", "new", or
+    # "pending": created for a new volume while its node's instance manager was not running;
+    # it holds no data yet and starts when the instance manager does
+    cause: str = ""
+    # written by this controller: its in-memory state is the truth, and a watch event that
+    # carries an older write must not undo it
+    managed: bool = False
 
 
 @dataclass
@@ -309,9 +318,11 @@ class Longhorn:
                 if self._attached(r.volume):
                     self._fail_replica(r, "instance manager on the node is gone")
         elif up and not was:
-            for r in [r for r in self.reps.values()
-                      if r.node == node and not r.healthy and r.cause == "im"]:
-                if self._needs_replica(r.volume):
+            for r in [r for r in self.reps.values() if r.node == node and not r.healthy]:
+                if r.cause == "pending":   # a new, empty replica: nothing to rebuild
+                    r.cause = ""
+                    self._set_replica(r, True)
+                elif r.cause == "im" and self._needs_replica(r.volume):
                     self._rebuild(r)
         if type_ == "DELETED" or phase in ("Failed", "Succeeded"):
             self.world.runtime.after(1.0, lambda: self._ensure_im(node))
@@ -367,13 +378,23 @@ class Longhorn:
                                  "labels": {"longhornvolume": v.name, "longhornnode": node}},
                     "spec": {"volumeName": v.name, "nodeID": node, "active": True,
                              "desireState": "running", "dataEngine": "v1",
-                             "failedAt": "" if healthy else self._now()},
-                    "status": {"currentState": "running" if healthy else "error",
-                               "ownerID": node, "started": healthy,
-                               "instanceManagerName": im_name(node)}})
+                             "failedAt": ""}})
             except ApiError:
                 continue
-            r = Rep(rname, v.name, node, healthy)
+            # status in a create body is dropped (status subresource): the replica
+            # controller reports the started instance in a status write of its own
+            state = {"currentState": "running" if healthy else "stopped", "ownerID": node,
+                     "started": healthy, "instanceManagerName": im_name(node)}
+
+            def status_fn(cur: Obj, state: Obj = state) -> Obj:
+                cur.setdefault("status", {}).update(state)
+                return cur
+            try:
+                self.c.modify(API, "Replica", rname, status_fn, NS, "status")
+            except ApiError:
+                pass
+            r = Rep(rname, v.name, node, healthy, cause="" if healthy else "pending",
+                    managed=True)
             self.reps[rname] = r
             self.reps_by_vol.setdefault(v.name, set()).add(rname)
             have.append(r)
@@ -420,10 +441,11 @@ class Longhorn:
                                       str(spec.get("nodeID") or ""), healthy,
                                       cause="" if healthy else "initial")
             self.reps_by_vol.setdefault(r.volume, set()).add(name)
-        elif not r.rebuilding:
+        elif not r.rebuilding and not r.managed:
             r.healthy = healthy
 
     def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False) -> None:
+        r.managed = True
         r.healthy = healthy
         r.rebuilding = rebuilding
         now = self._now()
@@ -544,9 +566,7 @@ class Longhorn:
                 "metadata": {"name": rname, "namespace": NS,
                              "labels": {"longhornvolume": v.name, "longhornnode": node}},
                 "spec": {"volumeName": v.name, "nodeID": node, "active": True,
-                         "desireState": "running", "dataEngine": "v1", "failedAt": ""},
-                "status": {"currentState": "running", "ownerID": node, "started": True,
-                           "instanceManagerName": im_name(node)}})
+                         "desireState": "running", "dataEngine": "v1", "failedAt": ""}})
         except ApiError:
             return
         r = Rep(rname, v.name, node, False, cause="new")
@@ -588,7 +608,10 @@ class Longhorn:
     def robustness(self, v: Vol) -> str:
         healthy = sum(1 for rn in self.reps_by_vol.get(v.name, ())
                       if rn in self.reps and self.reps[rn].healthy)
-        if healthy == 0 and self.reps_by_vol.get(v.name):
+        reps = [self.reps[rn] for rn in self.reps_by_vol.get(v.name, ()) if rn in self.reps]
+        if healthy == 0 and reps and all(r.cause == "pending" for r in reps):
+            return "unknown"   # a new volume whose replicas have not started yet
+        if healthy == 0 and reps:
             return "faulted"
         if not v.attached:
             return "unknown"
