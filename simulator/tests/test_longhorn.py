@@ -297,6 +297,24 @@ def test_fault_held_replica_is_replaced_after_the_interval(
     assert w.client.get(API, "Replica", victims[0], NS)["spec"]["failedAt"]
 
 
+def test_healed_fault_replicas_are_reused_one_at_a_time(
+        world_factory: Callable[..., World]) -> None:
+    """replenishReplicas rebuilds one replica at a time: when a fault on two replicas heals,
+    the second is reused only after the first has rebuilt (replica_rebuild_s = 20)."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    lh = w.controllers["longhorn"]
+    victims = w.runtime.run_sync(lambda: lh.degrade("pvc-1", 2, 30))
+    assert len(victims) == 2
+    wait_for(lambda: robustness(w) == "healthy", what="healed")
+    ev = [e for e in w.timeline.snapshot() if e["event"] == "replica_rebuilt"]
+    assert sorted(e["replica"] for e in ev) == sorted(victims)
+    assert ev[1]["t"] - ev[0]["t"] >= 20
+
+
 def _node_down(w: World, node: str) -> None:
     w.client.patch("v1", "Node", node, {"status": {"conditions": [
         {"type": "Ready", "status": "False"}]}}, subresource="status")
