@@ -236,18 +236,31 @@ def set_fence(check: Callable[[], None] | None) -> None:
 
 
 class unfenced:  # noqa: N801 - used as a context manager
-    """Requests made inside are not fenced (the lock's own renewals and release)."""
+    """Requests made inside are not fenced (the lock's own requests); ``guard``, if given, is
+    called before each of them instead (the renewal stops retrying once it is too late)."""
+
+    def __init__(self, guard: Callable[[], None] | None = None) -> None:
+        self.guard = guard
 
     def __enter__(self) -> None:
-        _unfenced.depth = getattr(_unfenced, "depth", 0) + 1
+        stack = getattr(_unfenced, "stack", None)
+        if stack is None:
+            stack = _unfenced.stack = []
+        stack.append(self.guard)
 
     def __exit__(self, *_exc: Any) -> None:
-        _unfenced.depth -= 1
+        _unfenced.stack.pop()
 
 
 def fence() -> None:
+    stack = getattr(_unfenced, "stack", None)
+    if stack:
+        guard = stack[-1]
+        if guard is not None:
+            guard()
+        return
     check = _fence
-    if check is not None and not getattr(_unfenced, "depth", 0):
+    if check is not None:
         check()
 
 

@@ -574,12 +574,19 @@ class Holding:
             return
         raise LockLost(self.lost or "")
 
+    def _too_late(self) -> None:
+        """Before each request of a renewal (its retries too): none once the lock is lost."""
+        if self.lost is None and self.overdue():
+            self.lose(self._deadline_why())
+        if self.lost is not None:
+            raise LockLost(self.lost)
+
     def renew(self) -> bool:
         """One renewal (client-go's ``tryAcquireOrRenew`` for a leader): the lease renewed,
         created again if it was deleted; another holder means the lock is lost."""
         for _ in range(3):
             sent = self.clock()
-            with unfenced():
+            with unfenced(self._too_late):
                 try:
                     lease = self.kube.get(*LEASE, NAME, NAMESPACE)
                     holder = _holder(lease)
@@ -589,6 +596,8 @@ class Holding:
                         return False
                     new = _lease_for(self.me, self.duration, _now(), lease)
                     done = self.kube.create(new) if lease is None else self.kube.replace(new)
+                except LockLost:
+                    return False
                 except ApiError as exc:
                     if exc.status == 409:       # changed or created meanwhile: read it again
                         continue
@@ -612,7 +621,7 @@ class Holding:
             if left <= 0:
                 return
             try:
-                with unfenced():
+                with unfenced(self._too_late):
                     for ev in self.kube.watch(*LEASE, namespace=NAMESPACE,
                                               field_selector=f"metadata.name={NAME}",
                                               resource_version=rv or None,
@@ -626,6 +635,8 @@ class Holding:
                                 self.suspended = True
                             return
                         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+            except LockLost:
+                return
             except ApiError as exc:
                 if exc.status == 410:
                     rv = ""
@@ -749,7 +760,8 @@ def hold(kube: Kube, module: Any) -> str | None:
 
     def fail_and_release(*args: Any, **kwargs: Any) -> None:
         module_ended()
-        release(kube, me)
+        if _holding is None or _holding.lost is None:   # a lost lock is not ours to delete
+            release(kube, me)
         original_fail(*args, **kwargs)
 
     def exit_ended(*args: Any, **kwargs: Any) -> None:
