@@ -260,8 +260,11 @@ def _kill(*runs: subprocess.Popen[bytes]) -> None:
 
 
 def _is_lease(e: dict[str, Any]) -> bool:
-    return (e["objectRef"] or {}).get("resource") == "leases" and \
-        (e["objectRef"] or {}).get("name") == LEASE[2]
+    """A request for the lock's Lease (a create names no object: any Lease create in its
+    namespace)."""
+    ref = e["objectRef"] or {}
+    return ref.get("resource") == "leases" and ref.get("namespace") == LEASE[3] and (
+        ref.get("name") == LEASE[2] or e["verb"] == "create")
 
 
 def test_a_run_that_cannot_renew_stops_before_its_lease_expires(
