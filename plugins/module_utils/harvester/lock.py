@@ -35,6 +35,7 @@ import secrets
 import select
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -185,12 +186,29 @@ def _name() -> str:
 
 # -- the run's token ------------------------------------------------------------------------
 
+def _run_dirs() -> list[str]:
+    explicit = os.environ.get("HARVESTER_UPGRADE_LOCK_DIR")
+    if explicit:
+        return [explicit]
+    return [os.path.expanduser("~/.ansible/harvester-upgrade-lock"),
+            os.path.join(tempfile.gettempdir(), f"harvester-upgrade-lock-{os.getuid()}")]
+
+
 def run_dir() -> str:
     """Where each run's token is kept (``HARVESTER_UPGRADE_LOCK_DIR``, else
-    ``~/.ansible/harvester-upgrade-lock``): a file per run, named after the machine's boot id
-    and the pid and start time of the run's ansible-playbook, holding the token."""
-    return os.environ.get("HARVESTER_UPGRADE_LOCK_DIR") or os.path.expanduser(
-        "~/.ansible/harvester-upgrade-lock")
+    ``~/.ansible/harvester-upgrade-lock``, else, where that cannot be written, a directory in
+    the temporary directory): a file per run, named after the machine's boot id and the pid
+    and start time of the run's ansible-playbook, holding the token."""
+    dirs = _run_dirs()
+    for where in dirs:
+        try:
+            os.makedirs(where, mode=0o700, exist_ok=True)
+            if os.access(where, os.W_OK):
+                return where
+        except OSError:
+            continue
+    raise OSError(f"upgrade lock: cannot write the run's token under {' or '.join(dirs)} "
+                  "(set HARVESTER_UPGRADE_LOCK_DIR to a writable directory)")
 
 
 def _boot_id() -> str:
@@ -219,7 +237,6 @@ def run_token(pid: int) -> str:
     """The random token of the run whose ansible-playbook is ``pid``: made by its first
     module, read back by the others (created atomically: two modules starting at once agree)."""
     where = run_dir()
-    os.makedirs(where, mode=0o700, exist_ok=True)
     path = os.path.join(where, _run_key(pid))
     try:
         with open(path, encoding="ascii") as fh:
@@ -256,10 +273,12 @@ def _forget_old_runs(where: str, keep_days: float = 7.0) -> None:
 def _run_of_token(token: str) -> tuple[str, int, str] | None:
     """(boot id, pid, start time) of the run of this machine that made ``token``, None when
     no run of this machine (this file system) made it."""
-    try:
-        entries = list(os.scandir(run_dir()))
-    except OSError:
-        return None
+    entries = []
+    for where in _run_dirs():
+        try:
+            entries.extend(os.scandir(where))
+        except OSError:
+            continue
     for entry in entries:
         if entry.name.endswith(".tmp") or not entry.is_file():
             continue
