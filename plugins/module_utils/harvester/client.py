@@ -538,7 +538,6 @@ class Kube:
                 return exc.status, exc.message.encode()
             raise
 
-
     def raw_post(self, path: str, body: dict[str, Any], timeout: float = 30.0
                  ) -> tuple[int, bytes]:
         """POST JSON to a raw API path (e.g. a service proxy); returns ``(status, body)``.

@@ -157,8 +157,6 @@ def watch_run(pid: int, stop: Callable[[], None], every: float = 0.25,
             return
 
 
-
-
 def identity() -> str:
     """This run's holder identity (``<name>/run-<token>``), the same for every module of it."""
     global _identity
