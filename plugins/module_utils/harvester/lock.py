@@ -601,7 +601,7 @@ class Holding:
     def renew(self) -> bool:
         """One renewal (client-go's ``tryAcquireOrRenew`` for a leader): the lease renewed,
         created again if it was deleted; another holder means the lock is lost."""
-        for _ in range(3):
+        for _attempt in range(3):
             sent = self.clock()
             with unfenced(self._too_late):
                 try:
