@@ -348,3 +348,31 @@ def test_the_fence_stops_every_request_of_the_module() -> None:
     finally:
         client.set_fence(None)
     assert calls == ["sent", "lock"]
+
+
+def test_the_watch_holds_requests_back_once_the_lease_is_deleted() -> None:
+    """A deletion seen on the watch stops the module's requests (the fence waits) until the
+    next renewal settles who holds the lock: taken back here, so they go on."""
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+    events = [{"type": "MODIFIED", "object": kube.lease},          # our own renewal
+              {"type": "DELETED", "object": kube.lease}]
+
+    def watch(*_a: Any, **_k: Any) -> Any:
+        yield from events
+
+    kube.watch = watch  # type: ignore[attr-defined]
+    h.wait_for_change(clock() + 60)
+    assert h.suspended and not lost
+    kube.lease = None
+    assert h.renew() and not h.suspended
+    h.check()
+    # another run's holder on the watch: held back, and the renewal finds the lock lost
+    events[:] = [{"type": "MODIFIED", "object": {**kube.lease,  # type: ignore[dict-item]
+                  "spec": {"holderIdentity": "second/run-2"}}}]
+    h.wait_for_change(clock() + 60)
+    assert h.suspended
+    kube.renewed_by("second/run-2", "2026-01-01T00:00:00.000000Z")
+    assert not h.renew()
+    with pytest.raises(lock.LockLost, match="second/run-2"):
+        h.check()
