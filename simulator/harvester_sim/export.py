@@ -125,6 +125,7 @@ class Reader:
         self.api = client.ApiClient(cfg)
         self.api.user_agent = USER_AGENT
         self.requests: list[tuple[str, str]] = []
+        self._served: dict[str, set[str]] = {}
 
     def close(self) -> None:
         self.api.close()
@@ -186,8 +187,10 @@ class Reader:
 
     def served(self, gv: str) -> set[str]:
         """Resources the server serves in ``gv`` (empty when the group version is not)."""
-        doc = self.get("/api/v1" if gv == "v1" else f"/apis/{gv}", missing_ok=True)
-        return {str(r.get("name")) for r in (doc or {}).get("resources") or []}
+        if gv not in self._served:
+            doc = self.get("/api/v1" if gv == "v1" else f"/apis/{gv}", missing_ok=True)
+            self._served[gv] = {str(r.get("name")) for r in (doc or {}).get("resources") or []}
+        return self._served[gv]
 
 
 def _current_context(path: str) -> str:
@@ -534,6 +537,10 @@ class Exporter:
         if tspec.get("affinity"):
             placement["affinity"] = tspec["affinity"]
         running_on = str(((vmi or {}).get("status") or {}).get("nodeName") or "")
+        if not running_on and rs != "Halted":
+            # a simulated cluster whose VM has not started yet: where it is about to
+            running_on = str((_md(vm).get("annotations") or {})
+                             .get(objects.INITIAL_NODE_ANNOTATION) or "")
         if running_on in node_names:
             placement["initialNode"] = running_on
         if tspec.get("tolerations"):
