@@ -138,7 +138,8 @@ def _export(args: argparse.Namespace) -> int:
         scn = export.export(args.kubeconfig, args.context, args.name)
         path = export.write(scn, args.output)
     except export.ExportError as exc:
-        print(f"harvester-sim export: {exc}; nothing written", file=sys.stderr)
+        one_line = " ".join(str(exc).split())
+        print(f"harvester-sim export: {one_line}; nothing written", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"harvester-sim export: cannot write {args.output}: {exc}", file=sys.stderr)

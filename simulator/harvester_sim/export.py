@@ -101,8 +101,12 @@ class Reader:
     """GET-only access to the cluster's REST API through a kubeconfig."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
+        try:
+            from kubernetes import client, config
+            from kubernetes.config.config_exception import ConfigException
+        except ImportError:
+            raise ExportError("the export needs the kubernetes Python client "
+                              "(pip install 'harvester-sim[export]' or kubernetes)") from None
 
         path = kubeconfig or os.environ.get("KUBECONFIG") or \
             str(Path("~/.kube/config").expanduser())

@@ -190,6 +190,7 @@ def test_read_only(roundtrip: dict[str, Any]) -> None:
     assert not [k for k in mine if "secrets" in k], mine
     others = set(per_agent) - {"harvester-sim-export"}
     assert not others, f"only the export spoke to the API: {others}"
+    assert set(roundtrip["stats"]["by_verb"]) <= {"get", "list"}, roundtrip["stats"]["by_verb"]
 
 
 def test_no_secret_in_output(roundtrip: dict[str, Any]) -> None:
