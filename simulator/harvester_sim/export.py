@@ -59,9 +59,8 @@ LONGHORN_SETTINGS = (
 )
 
 # Namespaces whose Deployments and PDBs belong to Harvester itself (the simulator runs its own).
-SYSTEM_NAMESPACES = frozenset(loader.BASE_NAMESPACES) - {"default"}
-SYSTEM_PREFIXES = ("cattle-", "fleet-", "kube-", "harvester-system", "longhorn-",
-                   "rancher-", "local")
+SYSTEM_NAMESPACES = (frozenset(loader.BASE_NAMESPACES) | {"local"}) - {"default"}
+SYSTEM_PREFIXES = ("cattle-", "fleet-", "kube-", "longhorn-")
 
 # (group/version, resource, why): what the export cannot do without.
 REQUIRED = (
@@ -381,14 +380,15 @@ class Exporter:
         release of ``installed``."""
         rel = _catalog_release(installed)
         kubelets = sorted({str(((n.get("status") or {}).get("nodeInfo") or {})
-                               .get("kubeletVersion") or "") for n in nodes} - {""})
+                               .get("kubeletVersion") or "") for n in nodes} - {""},
+                          key=_semver)
         if len(kubelets) > 1:
             self.note(f"Nodes run different kubelets ({', '.join(kubelets)}): a rollout was "
                       "unfinished; the scenario starts every node on "
-                      f"{max(kubelets)}.")
-        if kubelets and _RKE2.match(max(kubelets)) and \
-                (rel is None or rel.kubernetes != max(kubelets)):
-            scn["rke2"] = max(kubelets)
+                      f"{kubelets[-1]}.")
+        if kubelets and _RKE2.match(kubelets[-1]) and \
+                (rel is None or rel.kubernetes != kubelets[-1]):
+            scn["rke2"] = kubelets[-1]
         if "settings" in served["management.cattle.io/v3"]:
             rs = self.r.get("/apis/management.cattle.io/v3/settings/server-version",
                             missing_ok=True) or {}
@@ -796,6 +796,10 @@ class Exporter:
                 entry["status"] = str(st)
             out.append(entry)
         return out
+
+
+def _semver(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"[0-9]+", v)[:4])
 
 
 def _known_versions() -> set[str]:

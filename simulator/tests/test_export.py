@@ -385,3 +385,25 @@ def test_settings_addons_and_custom_workloads(tmp_path: Path) -> None:
         dep = c.get("apps/v1", "Deployment", "cart", "shop")
         assert dep["spec"]["selector"] == {"matchLabels": labels}
         assert dep["spec"]["template"]["metadata"]["labels"] == labels
+
+
+@pytest.mark.parametrize(("given", "want"), [("134217728Ki", "128Gi"), ("4096Mi", "4Gi"),
+                                             ("131890436Ki", "131890436Ki"), (0, "0"),
+                                             ("1G", "1000000000"), ("2Ti", "2Ti")])
+def test_quantities_read_back(given: Any, want: str) -> None:
+    assert export.qty(given) == want
+
+
+@pytest.mark.parametrize(("vm", "error"), [
+    ({"name": "a", "placement": {"initialNode": "node-9"}},
+     "vms[0].placement.initialNode: unknown node 'node-9'"),
+    ({"name": "a", "count": 2, "placement": {"initialNode": "node-1"}},
+     "vms[0].placement.initialNode: cannot be set when count > 1"),
+    ({"name": "a", "volumes": [{"name": "c"}, {"name": "c"}]},
+     "vms[0].volumes[1].name: duplicate claim default/c"),
+    ({"name": "a", "volumes": [{"replicaNodes": ["node-1", "nope"]}]},
+     "vms[0].volumes[0].replicaNodes[1]: unknown node 'nope'"),
+])
+def test_new_scenario_fields_refuse_bad_input(vm: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        loader.normalize({"nodes": [{"name": "node", "count": 2}], "vms": [vm]}, "t")
