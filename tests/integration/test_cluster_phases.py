@@ -185,7 +185,7 @@ class Journey:
     uids_at_end: dict[str, str] = field(default_factory=dict)
     kubectl_table: str = ""
     replenish_before: str | None = None
-    replenish_written: list[str] = field(default_factory=list)   # every value written
+    replenish_written: list[str] = field(default_factory=list)   # every change of the value
     progressing_messages: list[str] = field(default_factory=list)   # as written, in order
     cluster_at_cluster_upgraded: dict[str, Any] = field(default_factory=dict)
 
@@ -233,8 +233,11 @@ def journey() -> Iterator[Journey]:
         j.replenish_before = _replenish(sim)
 
         def seen(ev: Any) -> None:   # every committed write, under the store's lock
+            # changes of the value only: Longhorn's own create and status writes of its
+            # default setting may land after this subscription on a loaded machine
             if ev.obj.get("kind") == "Setting" and ev.obj["metadata"].get("name") == \
-                    "replica-replenishment-wait-interval":
+                    "replica-replenishment-wait-interval" and ev.old is not None and \
+                    ev.old.get("value") != ev.obj.get("value"):
                 j.replenish_written.append(str(ev.obj.get("value")))
             if ev.obj.get("kind") != "UpgradePlan":
                 return
