@@ -148,6 +148,7 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
         phase_actions,
     )
+    foreign_plan_errors(kube, params.get("name"))
     version, image = params.get("version"), params.get("image")
     available = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)] \
         if version or not image else []
@@ -169,3 +170,22 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
         errors += pause_node_errors(pause, nodes)
     if errors:
         raise InputError("; ".join(errors) + "; nothing was changed")
+
+
+def foreign_plan_errors(kube: Kube, name: str | None) -> None:
+    """Raise :class:`InputError` when the plan ``ensure`` would adopt (the one called
+    ``name``, else any plan not initialized yet) was recorded on another cluster: adopting
+    it writes to it (finalizer, status) before anything else reads it."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        cluster_id,
+        plan_writer,
+    )
+    for plan in plan_writer.list_plans(kube):
+        meta = plan.get("metadata") or {}
+        if (meta.get("name") != name) if name else \
+                ((plan.get("status") or {}).get("currentPhase")):
+            continue
+        try:
+            cluster_id.check(kube, plan)
+        except cluster_id.ClusterMismatch as exc:
+            raise InputError(str(exc)) from None
