@@ -36,25 +36,23 @@ SCENARIO: dict[str, Any] = {
                  "state": "attached", "node": "node-2", "replicaNodes": ["node-1"]}],
 }
 LH = "longhorn.io/v1beta2"
-LIMITED = "harvester-system/volumes-only"
+LIMITED = "harvester-system/no-longhorn"
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Any]:
     with testing.running(SCENARIO, speed=50) as running:
         c = running.world.client
-        # a ServiceAccount that may list Longhorn Volumes but not their Replicas
+        # a ServiceAccount that may read Harvester's Settings but nothing of Longhorn
         c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                  "metadata": {"name": "volumes-only"},
-                  "rules": [{"apiGroups": ["longhorn.io"], "resources": ["volumes"],
-                             "verbs": ["get", "list", "watch"]},
-                            {"apiGroups": ["harvesterhci.io"], "resources": ["settings"],
+                  "metadata": {"name": "no-longhorn"},
+                  "rules": [{"apiGroups": ["harvesterhci.io"], "resources": ["settings"],
                              "verbs": ["get"]}]})
         c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                  "metadata": {"name": "volumes-only"},
+                  "metadata": {"name": "no-longhorn"},
                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                              "name": "volumes-only"},
-                  "subjects": [{"kind": "ServiceAccount", "name": "volumes-only",
+                              "name": "no-longhorn"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "no-longhorn",
                                 "namespace": "harvester-system"}]})
         running.service_account_kubeconfig(LIMITED)
         yield running
@@ -78,12 +76,15 @@ def test_healthy_volume_whose_only_replica_is_on_the_node_holds_it(sim: Any) -> 
     assert node_steps.wait_volumes_safe(kube, "node-3", 0)["waited"] is False
 
 
-def test_volume_check_fails_when_replicas_are_forbidden(sim: Any) -> None:
+def test_volume_check_fails_when_longhorn_is_forbidden(sim: Any) -> None:
+    # a 403 is not "no Longhorn": the check fails, naming what it could not read
     kube = _kube(sim.sa_kubeconfigs[LIMITED])
     with pytest.raises(node_kube.NodeLoopError) as exc:
         node_steps.wait_volumes_safe(kube, "node-3", 0)
     msg = str(exc.value)
-    assert "Replicas" in msg and "forbidden" in msg.lower(), msg
+    assert "Volumes and Replicas" in msg and "forbidden" in msg.lower(), msg
+    with pytest.raises(node_kube.NodeLoopError, match="Engines and Volumes.*forbidden"):
+        node_steps._engines_settled(kube)
 
 
 def test_checks_fail_when_longhorns_volume_crd_is_missing(sim: Any, playbook: Any) -> None:
