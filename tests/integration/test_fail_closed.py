@@ -16,12 +16,11 @@ import pytest
 
 pytest.importorskip("harvester_sim")
 
-from harvester_sim import testing  # noqa: E402
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (  # noqa: E402
     node_kube,
     node_steps,
 )
+from harvester_sim import testing  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(600)]
 

@@ -103,6 +103,20 @@ def _try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[d
         raise
 
 
+def _harvester_items(kube: Kube, api: str, kind: str, why: str,
+                     ns: str | None = None) -> list[dict[str, Any]]:
+    """``kube.items`` of a kind every Harvester cluster serves (KubeVirt's): not served on a
+    Harvester cluster fails, naming it (an empty list would let a safety step pass on no
+    data); on a cluster without Harvester's CRDs it is empty."""
+    try:
+        return kube.items(api, kind, ns)
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return []
+        raise NodeLoopError(f"cannot {why}: {kind} ({api}) is not served ({exc}) although "
+                            "every Harvester cluster serves it; nothing was changed") from exc
+
+
 def _try_get(kube: Kube, api: str, kind: str, name: str,
              ns: str | None = None) -> dict[str, Any] | None:
     try:
@@ -609,7 +623,9 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     the VMs on ``only_node`` when given (an evacuation plans that node's VMs only)."""
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
-    vmis = [v for v in _try_items(kube, VMI_API, "VirtualMachineInstance") if _active_vmi(v)
+    vmis = [v for v in _harvester_items(kube, VMI_API, "VirtualMachineInstance",
+                                        "plan which VMs leave the node")
+            if _active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}
     pods_on: dict[str, list[dict[str, Any]]] = {}
@@ -829,11 +845,11 @@ def _volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any
     return f"volume {name} ({robust}) has no healthy replica off node {node}"
 
 
-def ships_longhorn(kube: Kube) -> bool:
-    """Whether the cluster is a Harvester cluster, whose every release ships Longhorn as its
-    storage: Setting ``server-version`` is served. Only a cluster that is not Harvester at
-    all (no harvesterhci.io CRDs) may lack Longhorn; an error reading the Setting counts as
-    Harvester (the caller then fails rather than skip a check)."""
+def is_harvester(kube: Kube) -> bool:
+    """Whether the cluster is a Harvester cluster, whose every release ships Longhorn (its
+    storage) and KubeVirt: Harvester's Setting kind is served. Only a cluster that is not
+    Harvester at all (no harvesterhci.io CRDs) may lack them; an error reading discovery
+    counts as Harvester (the caller then fails rather than skip a check)."""
     try:
         kube.resource("harvesterhci.io/v1beta1", "Setting")
         return True
@@ -864,7 +880,7 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
         vols = kube.items(LONGHORN_API, "Volume", "longhorn-system")
         replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
-        if not ships_longhorn(kube):
+        if not is_harvester(kube):
             return {"waited": False, "longhorn": False}
         raise _longhorn_unreadable(exc, "Volumes and Replicas", why) from exc
     except ApiError as exc:
@@ -1620,7 +1636,7 @@ def _engines_settled(kube: Kube) -> str | None:
         vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
                                                              "longhorn-system")}
     except NotServed as exc:
-        if not ships_longhorn(kube):
+        if not is_harvester(kube):
             return None
         raise _longhorn_unreadable(exc, "Engines and Volumes",
                                    "tell whether the stopped VMs' volumes detached") from exc
@@ -1649,7 +1665,7 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
                                                              "longhorn-system")}
         replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
-        if not ships_longhorn(kube):
+        if not is_harvester(kube):
             return []
         raise _longhorn_unreadable(exc, "Engines, Volumes and Replicas",
                                    f"tell which volumes are safe to drain {node} past") from exc
