@@ -285,16 +285,18 @@ def api_cert_expiry(kube: Kube) -> dict[str, Any]:
     (not a real one) falls back to the kubeconfig's host."""
     from urllib.parse import urlparse
 
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
-        return {}
     endpoints = api_endpoints(kube)
     if not endpoints:
         url = urlparse(kube.host)
         if url.scheme != "https" or not url.hostname:
             return {}
         endpoints = [(url.hostname, url.port or 443)]
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:   # unread is unchecked: the check fails, saying why
+        return {(f"[{h}]:{p}" if ":" in h else f"{h}:{p}"):
+                "the Python package cryptography (needed to read certificates) is not "
+                "installed" for h, p in endpoints}
     out: dict[str, Any] = {}
     for host, port in endpoints:
         label = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
