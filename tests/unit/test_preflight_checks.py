@@ -240,6 +240,9 @@ def test_disk_space_and_skip_annotation() -> None:
                                   "threshold 85%")
     assert not pc.disk_space({"n1": disks["n1"]}, {}).failed
     assert pc.disk_space({"n1": "connection refused"}, {}).failed
+    # no capacity reported is no room known: fails, naming the node
+    res = pc.disk_space({"n1": disks["n1"], "n3": pc.NodeDisk(0, 0)}, {})
+    assert res.failed and res.objects == ["node/n3"] and "no filesystem capacity" in res.message
     for key in ("management.harvesterhci.io/skip-garbage-collection-threshold-check",
                 "harvesterhci.io/skipGarbageCollectionThresholdCheck"):
         assert pc.disk_space(disks, {key: "true"}).status == "skipped"

@@ -524,7 +524,9 @@ def disk_space(disks: dict[str, NodeDisk | str], plan_annotations: dict[str, str
             messages.append(f'node "{node}": cannot read kubelet stats: {d}')
             objects.append(f"node/{node}")
             continue
-        if d.capacity_bytes <= 0:
+        if d.capacity_bytes <= 0:   # no capacity reported: nothing to compare, not room
+            messages.append(f'node "{node}": kubelet stats report no filesystem capacity')
+            objects.append(f"node/{node}")
             continue
         pct = (d.used_bytes + extra_bytes) * 100 / d.capacity_bytes
         if pct > d.gc_high_threshold:
