@@ -119,3 +119,11 @@ def test_lock_decide() -> None:
     import socket
     assert lock.is_stale(f"u@{socket.gethostname()}:999999999")
     assert not lock.is_stale("u@another-host:999999999")
+
+
+def test_switches_from_options_or_given_annotations() -> None:
+    sw = plan_input.plan_annotations_switches(
+        {"allow_downgrade": True, "annotations": {
+            "harvester-upgrade.harvesterhci.io/allow-unverified-iso": "true"}})
+    assert sw == {"allow_downgrade": True, "allow_version_skip": False,
+                  "allow_unverified_iso": True}

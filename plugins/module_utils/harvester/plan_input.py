@@ -122,6 +122,18 @@ SWITCH_ANNOTATIONS = (("allow_downgrade", c.ANN_ALLOW_DOWNGRADE[0]),
                       ("allow_unverified_iso", c.ANN_ALLOW_UNVERIFIED_ISO[0]))
 
 
+def plan_annotations_switches(params: dict[str, Any]) -> dict[str, bool]:
+    """Each switch as the new plan will record it: the option, or its annotation given among
+    ``annotations`` (upgrade_annotations)."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        preflight_checks,
+    )
+    given = params.get("annotations") or {}
+    return {option: bool(params.get(option))
+            or preflight_checks.annotation_true(given, (ann,))
+            for option, ann in SWITCH_ANNOTATIONS}
+
+
 def plan_annotations(kube: Kube, params: dict[str, Any]) -> dict[str, str]:
     """The annotations of a new plan: the operator's (``annotations``), each switch that is
     on (every later phase reads it from the plan) and the cluster's identity
@@ -156,10 +168,10 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
         # the Version the plan will get (the newest newer one): its ISO is checked as well
         version = versions.newest_target(available, current or "")
     version_obj = phase_actions.get_version(kube, version) if version and not image else None
+    switches = plan_annotations_switches(params)
     errors = request_errors(version, image, current, version_obj, available,
-                            bool(params.get("force")), bool(params.get("allow_downgrade")),
-                            bool(params.get("allow_version_skip")),
-                            bool(params.get("allow_unverified_iso")))
+                            bool(params.get("force")), switches["allow_downgrade"],
+                            switches["allow_version_skip"], switches["allow_unverified_iso"])
     if image and not version:
         ns, name = phase_actions.split_image_ref(image)
         if kube.get(*c.VM_IMAGE, name, ns) is None:
