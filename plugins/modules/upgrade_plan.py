@@ -28,6 +28,9 @@ description:
     started again, its drain taint removed), removes the finalizer (the garbage collector
     deletes what the plan owns) and reports them in RV(deleted). A plan deleted mid-upgrade
     (ClusterUpgrading/NodeUpgrading) stops the run naming it, as the toolkit refuses it.
+  - A new plan records the cluster it belongs to (annotation
+    C(harvester-upgrade.harvesterhci.io/cluster-uid), the uid of Namespace C(kube-system));
+    every action on a plan recorded on another cluster fails, naming both, and writes nothing.
   - C(action=read) returns a plan (O(name) or the active one) and where it stands.
   - C(action=transition) enters (O(to=active)) or completes (O(to=completed)) a phase,
     with the toolkit's Events; C(action=fail) sets the plan C(Failed) with O(condition_message);
@@ -69,7 +72,32 @@ options:
     type: bool
     default: false
   force:
-    description: C(spec.force), skip the version eligibility check.
+    description:
+      - C(spec.force), lift the version eligibility rules except two, which each have their
+        own switch - a downgrade (O(allow_downgrade)) and a target whose
+        C(minUpgradableVersion) is above the running release (O(allow_version_skip)).
+    type: bool
+    default: false
+  allow_downgrade:
+    description:
+      - Allow a target older than the running release. Recorded on the new plan as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-downgrade), which the pre-flight check and
+        ImagePreload's check read.
+    type: bool
+    default: false
+  allow_version_skip:
+    description:
+      - Allow a target whose C(minUpgradableVersion) is above the running release (skipping a
+        release the upgrade path requires). Recorded as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-version-skip).
+    type: bool
+    default: false
+  allow_unverified_iso:
+    description:
+      - Allow a Version whose ISO cannot be verified (no SHA-512 C(isoChecksum)); without it
+        such a request is refused. Recorded as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-unverified-iso), which the pre-flight check
+        and ISODownload read.
     type: bool
     default: false
   annotations:
@@ -341,7 +369,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     spec = manifests.plan_spec(version, p.get("image"), p.get("toolkit_tag"),
                                p.get("image_preload_concurrency"), p["pause_nodes"],
                                p["restore_vm"], p["force"])
-    obj = manifests.upgrade_plan(p.get("name"), spec, p.get("annotations"))
+    obj = manifests.upgrade_plan(p.get("name"), spec, plan_input.plan_annotations(kube, p))
     if p["install_crd"]:
         result["changed"] = ensure_crd(kube, module.check_mode)
     if module.check_mode:
@@ -365,6 +393,9 @@ def main() -> None:
             pause_nodes={"type": "list", "elements": "str", "default": []},
             restore_vm={"type": "bool", "default": False},
             force={"type": "bool", "default": False},
+            allow_downgrade={"type": "bool", "default": False},
+            allow_version_skip={"type": "bool", "default": False},
+            allow_unverified_iso={"type": "bool", "default": False},
             annotations={"type": "dict", "default": {}},
             install_crd={"type": "bool", "default": True},
             phase={"type": "str"},

@@ -583,10 +583,13 @@ FAILURES = [
         "installed": "v1.6.0", "available": ["v1.5.1"]}},
         "upgrade_version", "downgrade from v1.6.0 to v1.5.1 is not supported",
         extra_vars={"upgrade_version": "v1.5.1"}, refused_before_plan=True),
+    # the default target (the newest Version) is checked before a plan is made for it: only
+    # upgrade_allow_version_skip lets it through (upgrade_force does not)
     Failure("below-min-upgradable", {"extends": "three-node", "harvester": {
         "installed": "v1.5.1", "available": [
             {"version": "v1.6.0", "minUpgradableVersion": "v1.5.2"}]}},
-            "version_eligible", "v1.5.2"),
+            "upgrade_allow_version_skip=true", "minimum upgradable version v1.5.2",
+            extra_vars={"upgrade_force": True}, refused_before_plan=True),
 ]
 
 

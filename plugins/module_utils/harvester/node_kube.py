@@ -303,14 +303,25 @@ def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
         plan = kube.get(PLAN_API, PLAN_KIND, name)
         if plan is None:
             raise NodeLoopError(f"UpgradePlan {name} not found")
-        return plan
+        return _same_cluster(kube, plan)
     plans = kube.items(PLAN_API, PLAN_KIND)
     active = [p for p in plans if ((p.get("status") or {}).get("currentPhase") or "")
               not in ("Succeeded", "Failed")]
     if not active:
         raise NoActivePlan("no active UpgradePlan found; start one with upgrade.yml")
     active.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-    return active[-1]
+    return _same_cluster(kube, active[-1])
+
+
+def _same_cluster(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        cluster_id,
+    )
+    try:
+        cluster_id.check(kube, plan)
+    except cluster_id.ClusterMismatch as exc:
+        raise NodeLoopError(str(exc)) from None
+    return plan
 
 
 class PlanWriter:
