@@ -557,14 +557,20 @@ def test_api_conflict(run: Callable[..., tuple[testing.Running, Http]]) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"},
           "data": {"a": "1"}}
     assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200  # reads fine
-    r = h.call("POST", "/api/v1/namespaces/default/configmaps", cm)
+    # a create never gets the generic conflict (only AlreadyExists, for a name in use)
+    h.create("/api/v1/namespaces/default/configmaps", cm)
+    patch = {"data": {"a": "2"}}
+    r = h.call("PATCH", "/api/v1/namespaces/default/configmaps/c1", patch,
+               ctype="application/merge-patch+json")
     assert r.status == 409
     st = r.json()
     assert st["kind"] == "Status" and st["reason"] == "Conflict" and st["code"] == 409
     assert "configmaps" in st["message"]
-    h.create("/api/v1/namespaces/default/configmaps", cm)  # the retry goes through (times: 1)
+    r = h.call("PATCH", "/api/v1/namespaces/default/configmaps/c1", patch,
+               ctype="application/merge-patch+json")
+    assert r.status == 200   # the retry goes through (times: 1)
     assert [(f["verb"], f["resource"]) for f in fired(sim, "api_conflict")] == [
-        ("create", "configmaps")]
+        ("patch", "configmaps")]
 
 
 class Watch:
