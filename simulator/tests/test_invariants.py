@@ -150,7 +150,8 @@ def test_vmi_running_on_two_nodes(env: Env) -> None:
     assert v["nodes"] == ["n1", "n2"] and v["vm"] == "vm1"
 
 
-def test_two_launchers_during_a_migration_are_fine(env: Env) -> None:
+def test_two_launchers_during_a_migration_are_fine() -> None:
+    env = Env(dual_running_grace_s=60)  # the source pod goes within the grace after it
     env.node("n1")
     env.node("n2")
     env.start()
