@@ -225,6 +225,7 @@ class Monitor:
         self.initial_settings: dict[str, Any] = {}
         self.initial_descheduler: bool | None = None
         self.initial_volume_replicas: dict[str, tuple[int, str]] = {}
+        self.end_state_checked: str | None = None   # the Succeeded plan the end check saw
         self.started = False
 
     # ------------------------------------------------------------------------- plumbing
@@ -337,11 +338,6 @@ class Monitor:
         self.started = True
 
     def _seed_end_state(self) -> None:
-        for s in self._list("longhorn.io", "settings") or []:
-            self.initial_settings[_md(s).get("name") or ""] = s.get("value")
-        for a in self._list("harvesterhci.io", "addons") or []:
-            if _key(a) == DESCHEDULER_ADDON:
-                self.initial_descheduler = bool((a.get("spec") or {}).get("enabled"))
         replicas = self._list("longhorn.io", "replicas") or []
         for v in self._list("longhorn.io", "volumes") or []:
             name = _md(v).get("name") or ""
@@ -687,6 +683,19 @@ class Monitor:
                         "healthy)", pod=name, namespace=ns, pdb=pname, node=node,
                         by=self.actor(obj))
 
+    # settings --------------------------------------------------------------------------
+    # The baseline of a setting is its value when the monitor first sees it: at the start,
+    # or when its controller creates it (Longhorn creates its defaults once it runs).
+    def _on_lh_setting(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
+        name = _md(obj).get("name") or ""
+        if etype != "DELETED" and name not in self.initial_settings:
+            self.initial_settings[name] = obj.get("value")
+
+    def _on_addon(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
+        if etype != "DELETED" and _key(obj) == DESCHEDULER_ADDON and \
+                self.initial_descheduler is None:
+            self.initial_descheduler = bool((obj.get("spec") or {}).get("enabled"))
+
     # Longhorn ------------------------------------------------------------------------
     def _on_volume(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         name = _md(obj).get("name") or ""
@@ -810,6 +819,7 @@ class Monitor:
 
     def _end_state(self) -> list[dict[str, Any]]:
         plan = self.upgrade_succeeded()
+        self.end_state_checked = plan
         if plan is None:
             return []
         out: list[dict[str, Any]] = []
@@ -902,7 +912,11 @@ class Monitor:
                     "node_not_ready_transitions": dict(self.node_reboots),
                     "migrations_succeeded": dict(self.migrations_per_vm),
                     "explicit_stops": {k: dict(v) for k, v in self.explicit_stops.items()},
-                    "vms_expected_running": len(self.initial_running)}
+                    "vms_expected_running": len(self.initial_running),
+                    "end_state_checked": self.end_state_checked,
+                    "baseline": {"longhorn_settings": len(self.initial_settings),
+                                 "descheduler_enabled": self.initial_descheduler,
+                                 "volumes": len(self.initial_volume_replicas)}}
 
 
 _HANDLED: dict[tuple[str, str], str] = {
@@ -914,6 +928,8 @@ _HANDLED: dict[tuple[str, str], str] = {
     (KV, "virtualmachineinstancemigrations"): "_on_migration",
     ("longhorn.io", "volumes"): "_on_volume",
     ("longhorn.io", "replicas"): "_on_replica",
+    ("longhorn.io", "settings"): "_on_lh_setting",
+    ("harvesterhci.io", "addons"): "_on_addon",
 }
 
 

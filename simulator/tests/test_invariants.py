@@ -735,3 +735,37 @@ def test_taint_cordon_and_hook_annotations_left(end_env: EndEnv) -> None:
     hook = next(v for v in end if v["kind"] == "hook_annotation_left")
     assert hook["annotations"] == [HOOK, "rke.cattle.io/pre-drain"]
     assert hook["secret"] == "fleet-local/m1-machine-plan"
+
+
+def test_a_setting_created_after_the_start_is_baselined_when_created(end_env: EndEnv) -> None:
+    end_env.c.create({"apiVersion": LH, "kind": "Setting",
+                      "metadata": {"name": "auto-cleanup-system-generated-snapshot",
+                                   "namespace": "longhorn-system"}, "value": "true"})
+    end_env.c.patch(LH, "Setting", "auto-cleanup-system-generated-snapshot",
+                    {"value": "false"}, "longhorn-system")
+    end_env.finish()
+    end = end_env.mon.check_end()  # type: ignore[union-attr]
+    assert [(v["kind"], v["before"]) for v in end] == [("setting_not_restored", "true")]
+
+
+def test_a_source_launcher_left_running_after_its_migration() -> None:
+    env = Env(dual_running_grace_s=60)
+    env.node("n1")
+    env.node("n2")
+    vmi = _migratable_vmi(env, "vm1", "n1")
+    env.launcher(vmi, "virt-launcher-vm1-a", "n1")
+    mon = env.start()
+    clock = _FakeClock(0.0)
+    env.world.clock = clock
+    env.c.create({"apiVersion": KV, "kind": "VirtualMachineInstanceMigration",
+                  "metadata": {"name": "mig1", "namespace": "default"},
+                  "spec": {"vmiName": "vm1"}, "status": {"phase": "Running"}})
+    env.launcher(vmi, "virt-launcher-vm1-b", "n2")
+    clock.t = 100.0
+    env.c.patch(KV, "VirtualMachineInstanceMigration", "mig1",
+                {"status": {"phase": "Succeeded"}}, "default", subresource="status")
+    clock.t = 159.0                     # the grace counts from the migration's end
+    assert env.kinds == []
+    clock.t = 161.0
+    assert env.kinds == ["vmi_on_two_nodes"]
+    assert mon.violations[0]["migrating"] is False
