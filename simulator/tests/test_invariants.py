@@ -769,3 +769,14 @@ def test_a_source_launcher_left_running_after_its_migration() -> None:
     clock.t = 161.0
     assert env.kinds == ["vmi_on_two_nodes"]
     assert mon.violations[0]["migrating"] is False
+
+
+def test_deleting_a_migratable_vm_is_no_missed_migration(env: Env) -> None:
+    env.node("n1")
+    env.node("n2")
+    env.vm("vm1")
+    _migratable_vmi(env, "vm1", "n1")
+    mon = env.start()
+    env.c.delete(KV, "VirtualMachine", "vm1", "default")
+    env.c.delete(KV, "VirtualMachineInstance", "vm1", "default")
+    assert env.kinds == [] and mon.check_end() == []
