@@ -91,7 +91,8 @@ def node_resets(status: dict[str, Any]) -> dict[str, str]:
       ``PreDraining`` — the evacuation adopts what is running and the Job runs again.
     * ``PostDrainFailed``: ``PreDrained`` — the post-drain hook is awaited again (Rancher
       still waits for our answer), the OS Job runs unless the node is on the new OS already or
-      a Job of the failed run completed (then the node is awaited back, not rebooted again).
+      a Job of the failed run completed (then the node is awaited back, not rebooted again);
+      after ``RancherTimeout`` (only Rancher's uncordon was awaited): ``PostDrained``.
     * ``SingleNodeUpgradeFailed``: ``ImagePreloaded``.
     """
     out: dict[str, str] = {}
@@ -100,7 +101,9 @@ def node_resets(status: dict[str, Any]) -> dict[str, str]:
         if state == "PreDrainFailed":
             out[node] = "ImagePreloaded" if st.get("reason") == "HookTimeout" else "PreDraining"
         elif state == "PostDrainFailed":
-            out[node] = "PreDrained"
+            # RancherTimeout: the node was upgraded and the post-drain answered; only
+            # Rancher's uncordon was awaited, and is awaited again
+            out[node] = "PostDrained" if st.get("reason") == "RancherTimeout" else "PreDrained"
         elif state == "SingleNodeUpgradeFailed":
             out[node] = "ImagePreloaded"
     return out
@@ -186,7 +189,8 @@ def not_at_release(running: str, plans: list[dict[str, Any]], nodes: list[dict[s
         wrong = []
         if want_os and info.get("osImage") != want_os:
             wrong.append(f"OS {info.get('osImage')!r} (want {want_os!r})")
-        if want_k8s and not node_order.kubelet_matches(str(info.get("kubeletVersion") or ""), want_k8s):
+        kubelet = str(info.get("kubeletVersion") or "")
+        if want_k8s and not node_order.kubelet_matches(kubelet, want_k8s):
             wrong.append(f"kubelet {info.get('kubeletVersion')} (want {want_k8s})")
         if wrong:
             out.append(f"node {name} runs " + ", ".join(wrong))
