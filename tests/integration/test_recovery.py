@@ -38,6 +38,7 @@ class Case:
     state: str                                   # the failed node's state
     fix: Callable[[Any], None]
     extra_vars: dict[str, Any] = field(default_factory=dict)
+    cordoned: bool = True                        # Rancher holds the node cordoned meanwhile
 
 
 def _clear(kind: str) -> Callable[[Any], None]:
@@ -55,7 +56,7 @@ CASES = {
     "hook-timeout": Case(
         {"kind": "planner_stuck", "target": {"node": NODE}},
         ("timed out after 6s waiting for", "rke.cattle.io/pre-drain", NODE), "PreDrainFailed",
-        _clear("planner_stuck"), {"node_upgrade_hook_timeout": 6}),
+        _clear("planner_stuck"), {"node_upgrade_hook_timeout": 6}, cordoned=False),
     "node-job-fail": Case(
         {"kind": "node_job_fail", "target": {"node": NODE, "program": "post-drain"}},
         (f"node-upgrade-post-drain-{NODE}", "failed"), "PostDrainFailed",
@@ -110,6 +111,10 @@ def _failed_again(res: Any, sim: Any, case: Case, run: str) -> dict[str, Any]:
         assert needle in _messages(plan), f"{needle!r} missing; {ctx}"
     assert _states(plan).get(NODE) == case.state, ctx
     assert _states(plan).get("node-1") == "PostDrained", ctx
+    # the plan says why the node stays cordoned (Rancher waits for its hook) and how to go on
+    node = sim.world.client.get("v1", "Node", NODE)
+    assert bool((node.get("spec") or {}).get("unschedulable")) == case.cordoned, ctx
+    assert (f"node {NODE} stays cordoned" in _messages(plan)) == case.cordoned, ctx
     return plan
 
 
