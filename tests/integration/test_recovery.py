@@ -3,7 +3,8 @@
 Each case on three-node: a fault stops NodeUpgrade on node-2 (node-1 already upgraded) and the
 run fails naming the cause; the same command run again without the fix fails again with the
 same cause (never "up to date", never exit 0: ``server-version`` already names the new
-release); ``upgrade_resume_failed=false`` stops at once naming the failed plan; then the fault
+release); ``upgrade_resume_failed=false`` stops at once naming the failed plan, and so does
+the node loop alone (``--tags node_upgrade``, whose entry finds no active plan); then the fault
 is cleared (the operator's fix) and the same command continues the plan to ``Succeeded``:
 every node rebooted exactly once (timeline ``node_reboot``), every VM that ran before runs,
 zero invariant violations.
@@ -129,8 +130,8 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
     scenario = loader.load("three-node")
     scenario.update(name=f"three-node-recover-{name}", faults=[dict(case.fault)])
     with testing.running(scenario, speed=SPEED) as sim:
-        def run(**more: Any) -> Any:
-            return playbook_runner(sim, "upgrade.yml",
+        def run(tags: str | None = None, **more: Any) -> Any:
+            return playbook_runner(sim, "upgrade.yml", tags=tags,
                                    extra_vars={**case.extra_vars, **more} or None, timeout=600)
 
         import time
@@ -153,11 +154,16 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
 
         # the operator declines to continue: stops at once, naming the plan, changing nothing
         held = _plan(sim)
+        # the node loop alone is not "nothing to do" either: it names the plan and the way on
+        nodes_only = run(tags="node_upgrade")
+        assert nodes_only.rc != 0, nodes_only.output[-3000:]
+        assert "failed in NodeUpgrading and the nodes are part-way upgraded" in \
+            nodes_only.output, nodes_only.output[-3000:]
         declined = run(upgrade_resume_failed=False)
         assert declined.rc != 0, declined.output[-3000:]
         assert "failed in NodeUpgrading" in declined.output, declined.output[-3000:]
         assert _plan(sim)["metadata"]["resourceVersion"] == \
-            held["metadata"]["resourceVersion"]
+            held["metadata"]["resourceVersion"]   # neither run wrote to the plan
 
         case.fix(sim.world)
         last = run()

@@ -302,6 +302,16 @@ def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
     active = [p for p in plans if ((p.get("status") or {}).get("currentPhase") or "")
               not in ("Succeeded", "Failed")]
     if not active:
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+            plan_resume,
+        )
+        failed = plan_resume.resumable(plans)
+        if failed is not None:   # not "nothing to do": the roll stopped part-way
+            raise NodeLoopError(
+                f"UpgradePlan {failed['metadata']['name']} failed in "
+                f"{plan_resume.failed_in(failed)} and the nodes are part-way upgraded: "
+                f"{plan_resume.failure_message(failed)}. Fix the cause and run upgrade.yml "
+                "again (its first step, Initialize, continues the plan; docs/recovery.md)")
         raise NoActivePlan("no active UpgradePlan found; start one with upgrade.yml")
     active.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
     return active[-1]

@@ -63,6 +63,10 @@ def failed_in(plan: dict[str, Any]) -> str:
     return ""
 
 
+def failure_message(plan: dict[str, Any]) -> str:
+    return plan_status.failure_message(plan)
+
+
 def plan_version(plan: dict[str, Any]) -> str:
     st = plan.get("status") or {}
     return str((plan.get("spec") or {}).get("version")
