@@ -22,15 +22,16 @@ description:
     O(version)/O(image) the target is the newest C(Version) in C(harvester-system) newer
     than Setting C(server-version); if there is none the cluster is reported up to date.
     A new plan enters C(Initializing) at once (Progressing, Degraded, Available conditions).
-  - C(action=ensure) continues a plan that failed mid-roll (see O(resume_failed)): when the
+  - C(action=ensure) continues a plan that failed mid-roll (see O(resume_failed)). When the
     newest plan ended C(Failed) (not C(Aborted)) in C(NodeUpgrading), it is taken back to
     C(NodeUpgrading) (C(Progressing=True), Event C(UpgradeResumed)); each failed node goes back
     to the state before the step that failed (C(PreDrainFailed) to C(ImagePreloaded) when
     Rancher never asked to drain it, else C(PreDraining); C(PostDrainFailed) to
-    C(PreDrained)) and its node Jobs that did not complete are deleted so they run again.
+    C(PreDrained), or C(PostDrained) when only Rancher's uncordon was awaited) and its node
+    Jobs that did not complete are deleted so they run again.
     Nodes already upgraded are left as they are. A request for another O(version) or O(name)
     is refused, naming the failed plan.
-  - C(action=ensure) never reports a part-way upgraded cluster as up to date: with no newer
+  - C(action=ensure) never reports a part-way upgraded cluster as up to date. With no newer
     Version it fails, changing nothing, when the newest plan to the running release did not
     succeed, a node's OS or kubelet is not that release's, or Rancher's cluster
     C(fleet-local/local) is not C(Updated).
