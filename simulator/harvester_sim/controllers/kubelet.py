@@ -29,7 +29,8 @@ period (``deletionGracePeriodSeconds``) ends, as kubelet does.
 
 API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
 :meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
-:meth:`node_fs`, :meth:`is_up`, and the host model below.
+:meth:`node_fs`, :meth:`is_up`, and the host model below; for tests, :meth:`repair` (the
+operator bringing back a node fault ``node_never_returns`` kept down).
 
 Host model (per node, for the upgrade programs that work on the host through ``/host``):
 ``host_files(node)`` is the node's file system as far as the upgrade touches it (path ->

@@ -34,7 +34,7 @@ Progress: cluster ``status.conditions`` ``Updated`` (Unknown + message while rol
 ``node_cordoned``, ``pre_drain_set``, ``hook_acked``, ``drain_error``, ``drain_done``,
 ``rke2_applied``, ``post_drain_set``, ``node_uncordoned``, ``planner_done``; spans ``drain``
 and ``rke2_restart``. Fault ``planner_stuck`` (target ``node``/``machine`` optional): the
-planner stops progressing from that moment on.
+planner stops progressing from that moment on, until the fault is cleared (then it steps on).
 
 Upstream: rancher/rancher ``v2.11.2`` (Harvester v1.5.1) and ``v2.12.0`` (Harvester
 v1.6.0): ``pkg/capr/planner/planner.go`` (tiers, concurrency), ``pkg/capr/planner/drain.go``
