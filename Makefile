@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: venv upgrade test test-sim test-unit test-integration lint sanity importer changelog \
+.PHONY: venv venv-oldest upgrade test test-sim test-unit test-integration lint sanity importer changelog \
 	ee-context molecule build bench chaos faults toolkit-peer clean
 
 venv: $(STAMP) $(COLLECTION_LINK)
@@ -41,9 +41,22 @@ $(COLLECTION_LINK):
 # system-upgrade-controller binary in place of the simulated one (docs/real-controllers.md).
 SIM_WITHOUT ?=
 SUC_BIN ?=
+# ANSIBLE_BIN=DIR runs the ansible-playbook in DIR (e.g. $(OLDEST_VENV)/bin after make venv-oldest).
+ANSIBLE_BIN ?=
 upgrade: venv
 	$(BIN)/python scripts/upgrade_on_simulator.py --scenario $(SCENARIO) --speed $(SPEED) --out out \
-		$(if $(SIM_WITHOUT),--without $(SIM_WITHOUT)) $(if $(SUC_BIN),--suc-bin $(SUC_BIN))
+		$(if $(SIM_WITHOUT),--without $(SIM_WITHOUT)) $(if $(SUC_BIN),--suc-bin $(SUC_BIN)) \
+		$(if $(ANSIBLE_BIN),--ansible-bin $(ANSIBLE_BIN))
+
+# The oldest supported ansible-core (meta/runtime.yml requires_ansible; docs/support-matrix.md)
+# in a venv of its own, for make lint's sanity-oldest and upgrade-oldest gates.
+OLDEST_ANSIBLE_CORE ?= 2.18.19
+OLDEST_VENV := .venv-ansible-core-$(OLDEST_ANSIBLE_CORE)
+venv-oldest: $(OLDEST_VENV)/.stamp
+$(OLDEST_VENV)/.stamp: requirements.txt
+	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/pip install -q ansible-core==$(OLDEST_ANSIBLE_CORE) -r requirements.txt
+	touch $@
 
 # Two workers (one test file each at a time): end-to-end runs spend much of their time
 # waiting on simulated work, so two of them share the 2 cores well.
@@ -67,8 +80,8 @@ test-integration: venv
 # molecule for every role; each timed, all run even if one fails, summary at the end.
 # `make lint GATES="ruff sanity"` runs some of them.
 GATES ?=
-lint: venv
-	bash scripts/lint.sh $(GATES)
+lint: venv venv-oldest
+	OLDEST_BIN=$(CURDIR)/$(OLDEST_VENV)/bin bash scripts/lint.sh $(GATES)
 
 # ansible-test sanity on a copy of the built collection (offline, --local).
 sanity: venv

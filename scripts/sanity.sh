@@ -12,10 +12,14 @@
 #   ansible-test itself, installed from the package index the first time: ~3 min, then ~1 min).
 # - ansible-test bootstraps pip in those virtualenvs with a script it downloads from a host
 #   that is not a package index; scripts/ansible_test_get_pip.py stands in for it.
+# - ANSIBLE_TEST_BIN=DIR runs the ansible-test of another ansible-core (the oldest supported
+#   one: `make venv-oldest`, gate `sanity-oldest` of scripts/lint.sh); the tree is still laid
+#   out with the project venv, whose `ansible` package carries kubernetes.core.
 # Exit status is ansible-test's. Keep the tree with KEEP_TREE=1 (path printed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="${VENV_BIN:-$ROOT/.venv/bin}"
+TREE_BIN="${VENV_BIN:-$ROOT/.venv/bin}"
+BIN="${ANSIBLE_TEST_BIN:-$TREE_BIN}"
 PY_VERSION="$("$BIN/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 # The pip version ansible-test bootstraps (its cache file name carries it).
@@ -29,7 +33,7 @@ cp "$ROOT/scripts/ansible_test_get_pip.py" "$CACHE/get_pip_${PIP_VERSION//./_}.p
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/harvester-upgrade-sanity.XXXXXX")"
 if [[ "${KEEP_TREE:-0}" != 1 ]]; then trap 'rm -rf "$WORK"' EXIT; fi
-TREE="$("$BIN/python" "$ROOT/scripts/collection_tree.py" "$WORK")"
+TREE="$("$TREE_BIN/python" "$ROOT/scripts/collection_tree.py" "$WORK")"
 echo "collection tree: $TREE" >&2
 cd "$TREE"
 export PATH="$BIN:$PATH"

@@ -754,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     if tk["vms_running_end"] < tk["vms_expected"]:
         print(f"note: upgrade-toolkit {PINNED_COMMIT[:12]} shuts down the VMs that cannot "
               "live-migrate in its pre-drain step (upgrade-helper vm-live-migrate-detector "
-              "--shutdown) and nothing at that commit starts them again")
+              "--shutdown, recorded in ConfigMap <plan>-restore-vm) and nothing at that "
+              "commit starts them again (docs/toolkit-peer.md)")
 
     def ok(f: dict[str, Any] | None, all_vms: bool) -> bool:
         return f is not None and f["phase"] == "Succeeded" and f["violations"] == 0 \

@@ -160,6 +160,16 @@ def summarise(plan: dict[str, Any] | None, report: dict[str, Any],
     return lines
 
 
+def bundled_collections_parent() -> str:
+    """The directory holding the ``ansible_collections`` of the project venv's ``ansible``
+    package (kubernetes.core), for an ansible-core installed elsewhere."""
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c",
+                          "import ansible_collections.kubernetes.core as k, pathlib; "
+                          "print(pathlib.Path(k.__path__[0]).parents[2])"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--scenario", default="three-node")
@@ -173,8 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suc-bin", type=Path, default=None, metavar="PATH",
                     help="run this system-upgrade-controller binary beside the simulator in "
                     "place of the simulated one")
+    ap.add_argument("--ansible-bin", type=Path, default=ROOT / ".venv" / "bin", metavar="DIR",
+                    help="the directory of the ansible-playbook to run (another ansible-core "
+                    "release, e.g. the oldest supported one; make upgrade ANSIBLE_BIN=DIR)")
     ap.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
     args = ap.parse_args(argv)
+    playbook_bin = args.ansible_bin / "ansible-playbook"
+    if not (playbook_bin.is_file() and os.access(playbook_bin, os.X_OK)):
+        raise SystemExit(f"--ansible-bin: no executable ansible-playbook in {args.ansible_bin}")
     without = [n.strip() for w in args.without for n in w.split(",") if n.strip()]
     if args.suc_bin is not None:
         if not (args.suc_bin.is_file() and os.access(args.suc_bin, os.X_OK)):
@@ -196,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{out / 'system-upgrade-controller.log'})", flush=True)
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), K8S_AUTH_KUBECONFIG=str(kubeconfig),
                    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), args.playbook,
-               *args.ansible_args]
+        if args.ansible_bin.resolve() != (ROOT / ".venv" / "bin").resolve():
+            # another ansible-core: kubernetes.core from the project venv's `ansible` package
+            # (the collection itself is found through ./ansible_collections, ansible.cfg)
+            env["ANSIBLE_COLLECTIONS_PATH"] = f"./:{bundled_collections_parent()}"
+        cmd = [str(playbook_bin), args.playbook, *args.ansible_args]
         print(f"$ {' '.join(cmd)}   (KUBECONFIG={kubeconfig})", flush=True)
         rc_play = subprocess.call(cmd, cwd=ROOT, env=env)
         plan = fetch_plan(kubeconfig)

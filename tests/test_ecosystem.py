@@ -8,12 +8,15 @@ under ``scripts/`` run by ``make lint``; see docs/quality-gates.md and the scrip
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -62,12 +65,88 @@ def collection_link() -> None:
         link.symlink_to(Path("..") / "..")
 
 
-def test_ansible_doc_every_module() -> None:
+@pytest.fixture(scope="module")
+def module_docs(collection_link: None) -> dict[str, Any]:
+    """``ansible-doc --json`` of every module, keyed by FQCN."""
     assert MODULES, "no modules in plugins/modules"
     names = [f"harvester.upgrade.{m}" for m in MODULES]
     res = run([tool("ansible-doc"), "-t", "module", "--json", *names])
     assert res.returncode == 0, res.stderr[-3000:]
-    docs = json.loads(res.stdout)
+    docs: dict[str, Any] = json.loads(res.stdout)
+    return docs
+
+
+class _SpecCaptured(Exception):
+    """Raised instead of building an AnsibleModule; carries its argument_spec."""
+
+
+def module_argument_spec(module: str) -> dict[str, Any]:
+    """The argument_spec module ``module``'s main() gives AnsibleModule (main() stops there)."""
+    from ansible.module_utils import basic
+
+    def capture(self: Any, argument_spec: dict[str, Any], *args: Any, **kw: Any) -> None:
+        raise _SpecCaptured(argument_spec)
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    code = importlib.import_module(
+        f"ansible_collections.harvester.upgrade.plugins.modules.{module}")
+    with mock.patch.object(basic.AnsibleModule, "__init__", capture):
+        try:
+            code.main()
+        except _SpecCaptured as captured:
+            spec: dict[str, Any] = captured.args[0]
+            return spec
+    raise AssertionError(f"{module}: main() returned without creating an AnsibleModule")
+
+
+def option_differences(where: str, doc: dict[str, Any], spec: dict[str, Any]) -> list[str]:
+    """What differs between documented options and an argument_spec, as validate-modules
+    would see it: names, aliases, type, elements, choices, default, required, suboptions."""
+    out = [f"{where}{name}: accepted, not documented" for name in sorted(set(spec) - set(doc))]
+    out += [f"{where}{name}: documented, not accepted" for name in sorted(set(doc) - set(spec))]
+    for name in sorted(set(doc) & set(spec)):
+        d, s = doc[name], spec[name]
+        facts = {
+            "aliases": (sorted(d.get("aliases") or []), sorted(s.get("aliases") or [])),
+            "type": (d.get("type", "str"), s.get("type", "str")),
+            "elements": (d.get("elements"), s.get("elements")),
+            "choices": (d.get("choices"), s.get("choices")),
+            "default": (d.get("default"), s.get("default")),
+            "required": (bool(d.get("required")), bool(s.get("required"))),
+        }
+        out += [f"{where}{name}: {fact} documented {dv!r}, accepted {sv!r}"
+                for fact, (dv, sv) in facts.items() if dv != sv]
+        if d.get("suboptions") or s.get("options"):
+            out += option_differences(f"{where}{name}.", d.get("suboptions") or {},
+                                      s.get("options") or {})
+    return out
+
+
+# kubernetes.core's connection options (AUTH_ARG_SPEC): what AWX credentials and K8S_AUTH_*
+# set; every module accepts them and must list them in ansible-doc
+AUTH_OPTIONS = {"kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert",
+                "client_cert", "client_key", "proxy", "no_proxy", "proxy_headers",
+                "persist_config", "impersonate_user", "impersonate_groups", "username",
+                "password"}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_ansible_doc_options_are_the_argument_spec(module: str,
+                                                   module_docs: dict[str, Any]) -> None:
+    """Every option a module accepts is in its ansible-doc, and nothing else is: the
+    connection options too (a doc fragment nested in a fragment is not followed)."""
+    doc = module_docs[f"harvester.upgrade.{module}"]["doc"]
+    options = doc.get("options") or {}
+    missing_auth = sorted(AUTH_OPTIONS - set(options))
+    assert not missing_auth, f"{module}: connection options not in ansible-doc: {missing_auth}"
+    differences = option_differences("", options, module_argument_spec(module))
+    assert not differences, f"{module}:\n" + "\n".join(differences)
+
+
+def test_ansible_doc_every_module(module_docs: dict[str, Any]) -> None:
+    names = [f"harvester.upgrade.{m}" for m in MODULES]
+    docs = module_docs
     for name in names:
         doc = docs[name]["doc"]
         assert doc.get("short_description"), f"{name}: no short_description"

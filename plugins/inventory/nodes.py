@@ -95,6 +95,7 @@ keyed_groups:
     prefix: tier
 """
 
+import os  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleParserError  # noqa: E402
@@ -106,6 +107,22 @@ AUTH_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "c
 
 class InventoryModule(BaseInventoryPlugin, Constructable):
     NAME = "harvester.upgrade.nodes"
+
+    def _auth_options(self) -> dict[str, Any]:
+        """The connection options that are set. One whose value comes from an empty
+        environment variable is not: AWX exports a credential's blank inputs as empty
+        variables, and Ansible would resolve an empty path option to the current directory
+        (the modules, through kubernetes.core, ignore an empty K8S_AUTH_SSL_CA_CERT too)."""
+        auth: dict[str, Any] = {}
+        for name in AUTH_OPTIONS:
+            value, origin = self.get_option_and_origin(name)
+            if value is None:
+                continue
+            if (isinstance(origin, str) and origin.startswith("env: ")
+                    and os.environ.get(origin[len("env: "):]) == ""):
+                continue
+            auth[name] = value
+        return auth
 
     def verify_file(self, path: str) -> bool:
         return super().verify_file(path) and path.endswith(
@@ -122,7 +139,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             )
         except ImportError as exc:
             raise AnsibleParserError(f"harvester.upgrade.nodes: {exc}") from exc
-        auth = {k: self.get_option(k) for k in AUTH_OPTIONS if self.get_option(k) is not None}
+        auth = self._auth_options()
         try:
             kube = node_kube.Kube.from_options(**auth)
             try:

@@ -57,6 +57,7 @@ options:
     default: 3600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 notes:
   - Check mode reads only and never waits.
 """

@@ -31,6 +31,7 @@ options:
     type: int
     default: 900
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
   - harvester.upgrade.phase
 attributes:

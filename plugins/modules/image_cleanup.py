@@ -25,6 +25,7 @@ description:
     C(Available) conditions and the Events C(PhaseTransition)/C(PhaseCompleted) as the
     upgrade-toolkit does.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
   - harvester.upgrade.phase
 attributes:

@@ -154,6 +154,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 notes:
   - Check mode only reads - the batch check, the pause check (no wait) and the evacuation
     plan of the node (C(evacuation)).

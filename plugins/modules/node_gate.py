@@ -91,6 +91,7 @@ options:
     default: []
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 """
 
 EXAMPLES = r"""

@@ -50,6 +50,7 @@ options:
     default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 """
 
 EXAMPLES = r"""

@@ -42,6 +42,7 @@ options:
     default: 1800
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 notes:
   - Check mode creates nothing and does not wait.
 """

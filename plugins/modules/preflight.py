@@ -54,6 +54,7 @@ options:
     elements: str
     default: []
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
   - harvester.upgrade.phase
 attributes:

@@ -43,6 +43,7 @@ options:
     type: int
     default: 600
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
 attributes:
   check_mode:

@@ -11,15 +11,22 @@ short_description: Take, renew or release the lock that keeps two upgrade runs a
 version_added: 0.1.0
 description:
   - The lock is the Lease C(harvester-system/harvester-upgrade-lock) (C(coordination.k8s.io/v1)).
-    Its C(holderIdentity) names the run (C(awx-job-<id>) under AWX, else
+    Its C(holderIdentity) names the run and ends in a random token of the run
+    (C(<name>/run-<token>)); C(<name>) is C(awx-job-<id>) under AWX, else
     C(<user>@<host>:<ansible-playbook pid>); environment variable
-    C(HARVESTER_UPGRADE_LOCK_HOLDER) overrides).
-  - O(state=acquired) takes a free, expired or stale lease (stale - its holder is an
-    ansible-playbook of this host that no longer runs) or renews the run's own; a live lease
-    of another run fails at once naming the holder and when the lease expires.
-  - O(state=released) deletes the lease if this run holds it.
-  - Every module of the collection that writes takes/renews the lock itself and renews it
-    while it waits; this module sets the lease duration and releases it at the end of a run.
+    C(HARVESTER_UPGRADE_LOCK_HOLDER) overrides the name.
+  - O(state=acquired) creates a missing lease, renews the run's own, takes one nobody holds or
+    a stale one (its holder is a run of this machine whose ansible-playbook is gone, proven by
+    the run's token file); a lease of another run that is live by this machine's clock fails
+    at once naming the holder; one this machine's clock calls expired is watched and taken only
+    after it stayed unchanged for its C(leaseDurationSeconds) (clocks of two machines are
+    never compared).
+  - O(state=released) deletes the lease if this run holds it, with preconditions (its uid and
+    resourceVersion), so a lease another run took meanwhile is never deleted.
+  - Every module of the collection that writes takes/renews the lock itself, renews it while it
+    runs and stops (failing, naming the lock) when it could not renew it within two thirds of
+    the duration or another run took it; this module sets the lease duration and releases it
+    at the end of a run.
 options:
   state:
     description: Take/renew or release.
@@ -31,6 +38,7 @@ options:
     type: int
     default: 300
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
 attributes:
   check_mode:
@@ -92,10 +100,14 @@ def main() -> None:
             what = lock.decide(lease, me, lock._now())
             if what == "held":
                 module.fail_json(msg=lock.held_message(lease or {}, lock._now()), holder=me)
-            module.exit_json(changed=what != "renew", holder=me, lease=lease)
+            module.exit_json(changed=what != "renew", holder=me, lease=lease,
+                             msg="would watch the lease for its duration and take it if "
+                             "it stays unchanged" if what == "observe" else "")
         try:
             lease = lock.acquire(kube, me, p["duration"])
         except lock.LockHeld as exc:
+            module.fail_json(msg=str(exc), holder=me)
+        except ValueError as exc:   # HARVESTER_UPGRADE_LOCK_DURATION
             module.fail_json(msg=str(exc), holder=me)
         module.exit_json(changed=True, holder=me, lease=lease,
                          msg=f"upgrade lock held by {me} for {p['duration']}s (renewed while "

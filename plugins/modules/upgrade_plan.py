@@ -125,6 +125,7 @@ options:
     type: dict
     default: {}
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
 attributes:
   check_mode:

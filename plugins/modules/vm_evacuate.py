@@ -88,6 +88,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 notes:
   - Check mode returns the evacuation plan (C(evacuation)) and changes nothing.
 """

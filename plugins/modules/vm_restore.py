@@ -38,6 +38,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - harvester.upgrade.auth
 """
 
 EXAMPLES = r"""

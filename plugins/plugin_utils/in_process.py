@@ -74,6 +74,7 @@ display = Display()
 COLLECTION = "harvester.upgrade."
 NODE_MODULE = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_module"
 CLIENT = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client"
+LOCK = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock"
 SWITCH = "harvester_upgrade_in_process"
 
 
@@ -220,6 +221,9 @@ def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, A
     finally:
         for holder, original in swapped:
             holder.AnsibleModule = original
+        lock = sys.modules.get(LOCK)
+        if lock is not None:   # a lock lost from now on is not this module's failure
+            lock.module_ended()
         _flush_discovery()
     return {"failed": True, "changed": False,
             "msg": f"MODULE FAILURE: {short} returned without exit_json or fail_json"}

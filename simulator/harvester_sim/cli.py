@@ -7,6 +7,9 @@ SIGTERM/SIGINT, then writes the JSON report and exits 0. ``--sa-token`` creates 
 ServiceAccount when missing and writes a kubeconfig with a bound token for it (default path:
 ``<kubeconfig>-<ns>-<name>``); what it may do is up to the cluster's RBAC objects.
 ``harvester-sim report FILE`` renders a report written by ``serve``.
+``harvester-sim export --output FILE [--kubeconfig PATH] [--context NAME] [--name NAME]``
+reads a live cluster (get/list only) and writes it as a scenario (``harvester_sim.export``);
+exit 2 and no file when the cluster cannot be read.
 """
 
 from __future__ import annotations
@@ -128,6 +131,28 @@ def _report_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from . import export
+
+    try:
+        scn = export.export(args.kubeconfig, args.context, args.name)
+        path = export.write(scn, args.output)
+    except export.ExportError as exc:
+        one_line = " ".join(str(exc).split())
+        print(f"harvester-sim export: {one_line}; nothing written", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"harvester-sim export: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 2
+    n_vms = len(scn.get("vms") or [])
+    print(f"harvester-sim export: {path}: {len(scn['nodes'])} nodes, {n_vms} VMs, "
+          f"{len(scn.get('volumes') or [])} standalone volumes, "
+          f"{len(scn.get('workloads') or [])} workloads, Harvester "
+          f"{scn['harvester']['installed']}; {len(scn.get('notes') or [])} notes in the file",
+          file=sys.stderr)
+    return 0
+
+
 def _sa_spec(value: str) -> str:
     sa = value.partition("=")[0]
     ns, _, name = sa.partition("/")
@@ -163,7 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--timeline", type=int, default=None, metavar="N",
                    help="show the last N timeline events (0: none)")
     r.add_argument("--json", action="store_true", help="print the JSON instead")
+    e = sub.add_parser("export", help="write a live cluster as a scenario file (read-only)")
+    e.add_argument("--output", "-o", required=True, type=Path, help="scenario file to write")
+    e.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config)")
+    e.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    e.add_argument("--name", default="exported", help="the scenario's name")
     args = p.parse_args(argv)
+    if args.cmd == "export":
+        return _export(args)
     if args.cmd == "serve":
         logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -73,6 +73,31 @@ class Faults:
         self.cleared: list[dict[str, Any]] = []
         self._clear_listeners: list[Callable[[str], None]] = []
 
+    def add(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Switch a fault on while the world runs (a test provoking an outage at a moment of
+        its choosing); ``spec`` as in a scenario's ``faults:`` list. Returns the live spec."""
+        s = dict(spec)
+        if s.get("kind") not in CONTEXT_KEYS:
+            raise ValueError(f"unknown fault kind {s.get('kind')!r}")
+        bad = set(s.get("target") or {}) - set(CONTEXT_KEYS[s["kind"]])
+        if bad:
+            raise ValueError(f"{s['kind']} faults have no {sorted(bad)} to match")
+        s.setdefault("_armed", "on" not in (s.get("trigger") or {}))
+        s.setdefault("_fired", 0)
+        with self._lock:
+            self.specs.append(s)
+        return s
+
+    def remove(self, spec: dict[str, Any]) -> None:
+        """Switch one live spec (from :meth:`add`) off; as :meth:`clear` for that spec."""
+        with self._lock:
+            kept = [s for s in self.specs if s is not spec]
+            gone = len(kept) != len(self.specs)
+            self.specs = kept
+            listeners = list(self._clear_listeners) if gone else []
+        for fn in listeners:
+            fn(str(spec.get("kind") or ""))
+
     def _target_matches(self, spec: dict[str, Any], ctx: dict[str, Any]) -> bool:
         target = spec.get("target") or {}
         for k, v in target.items():

@@ -696,3 +696,29 @@ def test_chart_stuck(run: Callable[..., tuple[testing.Running, Http]]) -> None:
     time.sleep(3 * sim.world.timings.chart_rollout_s / SPEED)
     assert ready("harvester-crd").get("status") == "False", stuck
     assert [f["chart"] for f in fired(sim, "chart_stuck")] == ["harvester-crd"]
+
+
+def test_fault_added_while_running_and_the_audit_log(
+        run: Callable[..., tuple[testing.Running, Http]]) -> None:
+    """``Faults.add`` switches a fault on at a moment a test chooses (``remove`` off again);
+    the API server's audit log records each external request's verb, user, object and code
+    in the order the answers went out."""
+    sim, h = run([], nodes=1)
+    sim.server.audit = []
+    assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200
+    spec = sim.world.faults.add({"kind": "api_error", "target": {"resource": "configmaps"},
+                                 "code": 503})
+    assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 503
+    assert h.call("GET", "/api/v1/namespaces/default/secrets").status == 200
+    sim.world.faults.remove(spec)
+    assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200
+    with pytest.raises(ValueError, match="no \\['node'\\]"):
+        sim.world.faults.add({"kind": "api_error", "target": {"node": "x"}})
+    log = [(e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
+           for e in sim.server.audit]
+    assert log == [("list", "configmaps", 200), ("list", "configmaps", 503),
+                   ("list", "secrets", 200), ("list", "configmaps", 200)]
+    first = sim.server.audit[0]
+    assert first["apiVersion"] == "audit.k8s.io/v1" and first["stage"] == "ResponseComplete"
+    assert first["user"]["username"] and first["objectRef"]["namespace"] == "default"
+    assert first["requestReceivedTimestamp"] <= first["stageTimestamp"]

@@ -36,7 +36,7 @@ def world_factory() -> Iterator[Callable[..., World]]:
     worlds: list[World] = []
 
     def make(faults: list[dict[str, Any]] | None = None, nodes: int = 3,
-             pod_start_s: float = 1) -> World:
+             pod_start_s: float = 1, failed_replica_on: str | None = None) -> World:
         w = World({"timings": {"replica_rebuild_s": 20, "pod_start_s": pod_start_s},
                    "faults": faults or []}, speed=100.0, seed=1)
         for ns in ("default", NS):
@@ -54,6 +54,20 @@ def world_factory() -> Iterator[Callable[..., World]]:
                          "metadata": {"name": "pvc-1", "namespace": NS},
                          "spec": {"numberOfReplicas": 3, "size": str(10 * 1024 ** 3),
                                   "accessMode": "rwx", "migratable": True}})
+        if failed_replica_on is not None:   # a scenario's degraded volume: one failed
+            for i in range(3):
+                node = f"node-{i}"
+                failed = node == failed_replica_on
+                w.client.create({"apiVersion": API, "kind": "Replica",
+                                 "metadata": {"name": f"pvc-1-r-{i}", "namespace": NS,
+                                              "labels": {"longhornvolume": "pvc-1"}},
+                                 "spec": {"volumeName": "pvc-1", "nodeID": node,
+                                          "active": True, "dataEngine": "v1",
+                                          "failedAt": "2025-01-01T00:00:00Z" if failed
+                                          else ""}})
+                w.client.patch(API, "Replica", f"pvc-1-r-{i}", {"status": {
+                    "currentState": "error" if failed else "running"}}, NS,
+                    subresource="status")
         w.controllers["longhorn"] = longhorn.setup(w)
         w.runtime.start()
         worlds.append(w)
@@ -232,6 +246,73 @@ def test_volume_degraded_fault_heals(world_factory: Callable[..., World]) -> Non
     wait_for(lambda: robustness(w) == "degraded", what="fault degraded the volume")
     wait_for(lambda: robustness(w) == "healthy", what="healed")
     assert any(e["event"] == "volume_degraded" for e in w.timeline.snapshot())
+
+
+def test_initially_failed_replica_is_reused_once_attached(
+        world_factory: Callable[..., World]) -> None:
+    """A replica that is failed when the simulation starts, on a node whose instance manager
+    runs, is reused by Longhorn (CheckAndReuseFailedReplica) as soon as the volume is
+    attached and degraded: rebuilt in place, not replaced elsewhere."""
+    w = world_factory(nodes=4, failed_replica_on="node-1")
+    for n in ("node-0", "node-1", "node-2", "node-3"):
+        wait_for(lambda n=n: im_up(w, n))
+    time.sleep(0.1)
+    assert robustness(w) == "unknown"   # detached: nothing is rebuilt
+    assert w.client.get(API, "Replica", "pvc-1-r-1", NS)["spec"]["failedAt"]
+    attach(w, "node-0")
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
+    ev = [e for e in w.timeline.snapshot() if e["event"] == "replica_rebuilt"]
+    assert [(e["replica"], e["node"]) for e in ev] == [("pvc-1-r-1", "node-1")]
+    assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_replenished"]
+    r = w.client.get(API, "Replica", "pvc-1-r-1", NS)
+    assert r["spec"]["failedAt"] == "" and r["status"]["currentState"] == "running"
+    assert {x["spec"]["nodeID"] for x in w.client.list(API, "Replica", NS)} == {
+        "node-0", "node-1", "node-2"}
+
+
+def test_fault_held_replica_is_replaced_after_the_interval(
+        world_factory: Callable[..., World]) -> None:
+    """The volume_degraded fault keeps its replica unusable (as a disk that is not Ready):
+    Longhorn does not rebuild it, and replaces it on the spare node once
+    replica-replenishment-wait-interval has passed since the volume became degraded."""
+    w = world_factory(nodes=4)
+    for n in ("node-0", "node-1", "node-2", "node-3"):
+        wait_for(lambda n=n: im_up(w, n))
+    w.client.patch(API, "Setting", "replica-replenishment-wait-interval", {"value": "60"}, NS)
+    attach(w, "node-0")
+    wait_for(lambda: robustness(w) == "healthy")
+    before = _replicas_by_node(w)
+    spare = next(n for n in ("node-0", "node-1", "node-2", "node-3") if n not in before)
+    lh = w.controllers["longhorn"]
+    victims = w.runtime.run_sync(lambda: lh.degrade("pvc-1", 1))
+    t0 = w.clock.now()
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    ev = wait_for(lambda: [e for e in w.timeline.snapshot()
+                           if e["event"] == "replica_replenished"], what="replenished")
+    assert ev[0]["node"] == spare and ev[0]["waited_s"] >= 60
+    assert w.clock.now() - t0 >= 60
+    wait_for(lambda: robustness(w) == "healthy", what="healthy on the spare node")
+    assert not [e for e in w.timeline.snapshot()
+                if e["event"] == "replica_rebuilt" and e["replica"] in victims]
+    assert w.client.get(API, "Replica", victims[0], NS)["spec"]["failedAt"]
+
+
+def test_healed_fault_replicas_are_reused_one_at_a_time(
+        world_factory: Callable[..., World]) -> None:
+    """replenishReplicas rebuilds one replica at a time: when a fault on two replicas heals,
+    the second is reused only after the first has rebuilt (replica_rebuild_s = 20)."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    lh = w.controllers["longhorn"]
+    victims = w.runtime.run_sync(lambda: lh.degrade("pvc-1", 2, 30))
+    assert len(victims) == 2
+    wait_for(lambda: robustness(w) == "healthy", what="healed")
+    ev = [e for e in w.timeline.snapshot() if e["event"] == "replica_rebuilt"]
+    assert sorted(e["replica"] for e in ev) == sorted(victims)
+    assert ev[1]["t"] - ev[0]["t"] >= 20
 
 
 def _node_down(w: World, node: str) -> None:

@@ -26,18 +26,20 @@ def _plan() -> dict:
                                  "command": ["upgrade_node.sh"], "args": ["prepare"]}}}
 
 
-def _jobs_after(without: tuple[str, ...], sim_seconds: float) -> list[dict]:
+def _jobs_after(without: tuple[str, ...], sim_seconds: float | None) -> list[dict]:
+    """The Jobs in cattle-system once the simulator ran ``sim_seconds`` after the Plan was
+    created (``None``: as soon as there is one, however loaded the machine is)."""
     from harvester_sim.scenarios import loader
 
     w = World(loader.load("three-node"), speed=SPEED, without=without)
     w.start()
     try:
         w.client.create(_plan())
-        deadline = time.monotonic() + sim_seconds / SPEED + 20.0
+        deadline = time.monotonic() + 60.0
         start = w.clock.now()
         while time.monotonic() < deadline:
             jobs = w.client.list("batch/v1", "Job", "cattle-system")
-            if jobs or w.clock.now() - start >= sim_seconds:
+            if jobs or (sim_seconds is not None and w.clock.now() - start >= sim_seconds):
                 return jobs
             time.sleep(0.02)
         return w.client.list("batch/v1", "Job", "cattle-system")
@@ -64,7 +66,7 @@ def test_serve_refuses_an_unknown_name_before_serving(tmp_path: Path) -> None:
 
 def test_without_suc_leaves_plans_to_a_real_controller() -> None:
     # Control: the simulated SUC turns the Plan into Jobs.
-    assert _jobs_after((), 60.0), "simulated SUC made no Job for a matching Plan"
+    assert _jobs_after((), None), "simulated SUC made no Job for a matching Plan"
     # Without it nothing in the simulator acts on Plans.
     assert _jobs_after(("suc",), 60.0) == []
 

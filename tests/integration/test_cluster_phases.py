@@ -530,6 +530,17 @@ def _chart_not_ready(sim: Any) -> None:
     raise AssertionError(f"ManagedChart harvester still Ready: {mc.get('status')}")
 
 
+def _degraded(sim: Any) -> None:
+    """Waits for the scenario's volume_degraded fault to fail its volume's replica."""
+    c = sim.world.client
+    for _attempt in range(200):
+        vol = c.try_get("longhorn.io/v1beta2", "Volume", "data-degraded", "longhorn-system")
+        if ((vol or {}).get("status") or {}).get("robustness") == "degraded":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"volume data-degraded not degraded: {(vol or {}).get('status')}")
+
+
 @dataclass
 class Failure:
     id: str
@@ -544,10 +555,15 @@ class Failure:
 FAILURES = [
     Failure("cordoned-node", {"extends": "three-node", "nodes": _nodes(unschedulable=True)},
             "nodes_ready", "nodes must be Ready and schedulable: node/node-2 (cordoned)"),
+    # a replica that stays unusable: a volume_degraded fault without healing (a scenario's
+    # initially failed replica would be rebuilt by Longhorn; three-node has no spare node to
+    # replace it on after the replenishment wait)
     Failure("degraded-volume", {"extends": "three-node", "volumes": [
-        {"name": "data-degraded", "size": "10Gi", "replicas": 3, "robustness": "degraded",
-         "state": "attached", "node": "node-1"}]},
-        "volumes_healthy", "degraded Longhorn volumes: volume/data-degraded"),
+        {"name": "data-degraded", "size": "10Gi", "replicas": 3, "state": "attached",
+         "node": "node-1"}], "faults": [
+        {"kind": "volume_degraded", "target": {"volume": "data-degraded"}, "times": 1}]},
+        "volumes_healthy", "degraded Longhorn volumes: volume/data-degraded",
+        setup=_degraded),
     Failure("single-replica-attached", {"extends": "three-node", "volumes": [
         {"name": "scratch", "size": "5Gi", "replicas": 1, "state": "attached",
          "node": "node-2"}]},

@@ -70,14 +70,28 @@ def test_live_lease_of_another_run_stops_at_once(simulator: Any, playbook: Any) 
 
 
 @pytest.mark.parametrize("how", ["expired", "stale"])
-def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook: Any) -> None:
+def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook: Any,
+                                              tmp_path: Any) -> None:
+    """Expired: nobody renewed it while the run watched it for its duration (5 s here) of
+    the run's own clock. Stale: its holder's token file on this machine shows a run whose
+    ansible-playbook is gone (taken at once)."""
     sim = simulator("three-node", speed=200)
     now = datetime.now(timezone.utc)
+    env = {"HARVESTER_UPGRADE_LOCK_DIR": str(tmp_path / "runs")}
     if how == "expired":
-        _put_lease(sim, "alice@bastion:4242", now - timedelta(hours=1), 600)
-    else:   # this host, a pid that is not an ansible-playbook
-        _put_lease(sim, f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}", now, 600)
-    res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT, timeout=300)
+        _put_lease(sim, "alice@bastion:4242/run-0123456789abcdef", now - timedelta(hours=1), 5)
+    else:   # a run of this machine whose ansible-playbook is gone
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+        dead = 2 ** 22 + 17
+        os.environ["HARVESTER_UPGRADE_LOCK_DIR"] = env["HARVESTER_UPGRADE_LOCK_DIR"]
+        try:
+            token = lock.run_token(dead)
+        finally:
+            del os.environ["HARVESTER_UPGRADE_LOCK_DIR"]
+        _put_lease(sim, f"{getpass.getuser()}@{socket.gethostname()}:{dead}/run-{token}",
+                   now, 600)
+    res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT, timeout=300,
+                   env=env)
     assert res.rc == 0, str(res)
     assert len(_plans(sim)) == 1
     assert _lease(sim) is None, "the run did not release the lock at its end"
@@ -99,7 +113,7 @@ def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
         lease = _lease(sim)
         assert lease is not None, log.read_text()
         holder = lease["spec"]["holderIdentity"]
-        assert holder.endswith(f":{first.pid}"), holder
+        assert f":{first.pid}/run-" in holder, holder
         second = playbook(sim, "upgrade.yml", timeout=300)
         assert second.rc != 0, second
         assert holder in second.output and "expires" in second.output, second
@@ -194,3 +208,200 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
             except OSError:
                 pass
         log.close()
+
+
+# -- fencing (client-go leader election semantics; docs/resilience.md, "The upgrade lock") ---
+
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+PAUSED = '{"upgrade_pause_nodes": ["node-1"], "node_upgrade_pause_timeout": 900}'
+
+
+def _env(sim: Any, tmp_path: Any, kubeconfig: Any = None, **extra: str) -> dict[str, str]:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    base = sim.env_for(kubeconfig) if kubeconfig is not None else sim.env
+    return {**os.environ, **base, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "TMPDIR": str(tmp), **extra}
+
+
+def _start(env: dict[str, str], log: Any, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(BIN / "ansible-playbook"), "upgrade.yml", *args], cwd=ROOT,
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_paused(sim: Any, run: subprocess.Popen[bytes], log: Any, node: str = "node-1") -> None:
+    """Until ``node`` is UpgradePaused: the run's node module waits there (holding the lock)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None:
+        plans = _plans(sim)
+        st = ((plans[0].get("status") or {}) if plans else {}).get("nodeUpgradeStatuses") or {}
+        if (st.get(node) or {}).get("state") == "UpgradePaused":
+            time.sleep(1.0)   # the module's second call (the wait) has taken the lock
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{node} never paused (rc {run.poll()})\n"
+                         + log.read_text()[-4000:])
+
+
+def _unpause(sim: Any) -> None:
+    def fn(cur: dict[str, Any]) -> dict[str, Any]:
+        cur["spec"]["nodeUpgradeOption"]["pauseNodes"] = []
+        return cur
+    sim.world.client.modify(PLAN_API, "UpgradePlan", _plans(sim)[0]["metadata"]["name"], fn)
+
+
+def _kill(*runs: subprocess.Popen[bytes]) -> None:
+    import signal
+    for run in runs:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+
+
+def _is_lease(e: dict[str, Any]) -> bool:
+    """A request for the lock's Lease (a create names no object: any Lease create in its
+    namespace)."""
+    ref = e["objectRef"] or {}
+    return ref.get("resource") == "leases" and ref.get("namespace") == LEASE[3] and (
+        ref.get("name") == LEASE[2] or e["verb"] == "create")
+
+
+def test_a_run_that_cannot_renew_stops_before_its_lease_expires(
+        simulator: Any, playbook: Any, tmp_path: Any) -> None:
+    """A renewal outage (every request of the first run to the Lease answers 503) while the
+    first run's node module waits at a paused node: the run stops on its own once its renew
+    deadline (2/3 of the 30 s lease) passed, naming the lock, before its lease expires; a
+    second run then watches the lease stay unchanged for 30 s, takes it, and no request of
+    the first follows (the API server's audit log). Today's code stopped renewing after ~15 s
+    of retries and went on waiting and acting with the lease expired."""
+    sim = simulator("three-node", speed=200)
+    sim.server.audit = []
+    sim.server.auth.add_user("first-run", groups=("system:masters",))
+    kc = sim.server.write_kubeconfig(tmp_path / "kubeconfig-first", user="first-run")
+    duration = 30
+    log = tmp_path / "first.log"
+    with open(log, "wb") as out:
+        first = _start(_env(sim, tmp_path, kc, HARVESTER_UPGRADE_LOCK_DURATION=str(duration)),
+                       out, "-e", PAUSED)
+    try:
+        _wait_paused(sim, first, log)
+        sim.world.faults.add({"kind": "api_error", "code": 503,
+                              "target": {"resource": "leases", "user": "first-run"}})
+        assert first.wait(timeout=300) != 0
+        out1 = log.read_text()
+        assert "lost the upgrade lock (Lease harvester-system/harvester-upgrade-lock)" in \
+            out1, out1[-4000:]
+        assert "renew deadline" in out1, out1[-4000:]
+        # the second run: the lease looks live by the clock at first, then unchanged for 30 s
+        second = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT,
+                          timeout=600, env={"HARVESTER_UPGRADE_LOCK_DURATION": str(duration)})
+        deadline = time.monotonic() + 300
+        while "holds the lock" in second.output and time.monotonic() < deadline:
+            time.sleep(5)
+            second = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT,
+                              timeout=600,
+                              env={"HARVESTER_UPGRADE_LOCK_DURATION": str(duration)})
+        assert second.rc == 0, second
+    finally:
+        _kill(first)
+    audit = list(sim.server.audit)
+    mine = [i for i, e in enumerate(audit) if e["user"]["username"] == "first-run"]
+    renewed = [i for i in mine if _is_lease(audit[i]) and audit[i]["verb"] in WRITES
+               and audit[i]["responseStatus"]["code"] < 300]
+    taken = [i for i, e in enumerate(audit) if e["user"]["username"] != "first-run"
+             and _is_lease(e) and e["verb"] in WRITES and e["responseStatus"]["code"] < 300]
+    assert renewed and taken, (renewed, taken)
+    # no request at all of the first run after the second's acquire
+    assert max(mine) < taken[0], [audit[i] for i in mine if i > taken[0]][:5]
+    # and its last one (anything: the lease renewals fail, the rest would pass) came before
+    # the lease it last renewed expired
+    last_renewal = datetime.fromisoformat(
+        audit[renewed[-1]]["requestReceivedTimestamp"].replace("Z", "+00:00"))
+    last_request = datetime.fromisoformat(
+        audit[max(mine)]["requestReceivedTimestamp"].replace("Z", "+00:00"))
+    assert last_request < last_renewal + timedelta(seconds=duration), (last_renewal,
+                                                                       last_request)
+    lease = _lease(sim)
+    assert lease is None or "first-run" not in str(lease["spec"].get("holderIdentity"))
+
+
+def test_a_skewed_live_lease_stays_held(simulator: Any, playbook: Any) -> None:
+    """The holder's clock is an hour behind: its renewTime is long past by ours, but it keeps
+    renewing (every 2 s here). The run watches the lease by its own clock, sees it change,
+    and is refused naming the holder; the lease is not taken and no plan is created."""
+    import threading
+    sim = simulator("three-node", speed=200)
+    holder = "bob@skewed/run-0123456789abcdef"
+    behind = datetime.now(timezone.utc) - timedelta(hours=1)
+    _put_lease(sim, holder, behind, 6)
+    stop = threading.Event()
+
+    def renew() -> None:
+        c = sim.world.client
+        while not stop.wait(2.0):
+            def fn(cur: dict[str, Any]) -> dict[str, Any]:
+                cur["spec"]["renewTime"] = _stamp(datetime.now(timezone.utc)
+                                                  - timedelta(hours=1))
+                return cur
+            c.modify(LEASE[0], LEASE[1], LEASE[2], fn, namespace=LEASE[3])
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT, timeout=300)
+    finally:
+        stop.set()
+        renewer.join(timeout=10)
+    assert res.rc != 0, res
+    assert holder in res.output and "renewed while this run watched it" in res.output, res
+    assert _plans(sim) == []
+    lease = _lease(sim)
+    assert lease and lease["spec"]["holderIdentity"] == holder
+
+
+def test_a_lease_deleted_by_hand_during_node_upgrade_leaves_one_run_acting(
+        simulator: Any, tmp_path: Any) -> None:
+    """The Lease is deleted by hand while the first run's node module waits at a paused node,
+    and a second run starts at once. The first takes it back at once (it watches the lease),
+    so the second is refused naming the lock (or, had the second been quicker, the first
+    would stop naming it): one run goes on. Released from the pause, the upgrade ends
+    Succeeded with each node rebooted once."""
+    sim = simulator("three-node", speed=200)
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    with open(logs[0], "wb") as out:
+        first = _start(_env(sim, tmp_path), out, "-e", PAUSED)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_paused(sim, first, logs[0])
+        holder = (_lease(sim) or {}).get("spec", {}).get("holderIdentity")
+        assert holder, "the first run does not hold the lock"
+        sim.world.client.delete(LEASE[0], LEASE[1], LEASE[2], namespace=LEASE[3])
+        with open(logs[1], "wb") as out:
+            second = _start(_env(sim, tmp_path), out)
+        runs = [first, second]
+        deadline = time.monotonic() + 300
+        while all(r.poll() is None for r in runs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stopped = [i for i, r in enumerate(runs) if r.poll() is not None]
+        assert len(stopped) == 1, "both runs go on acting (or both ended)"
+        i = stopped[0]
+        text = logs[i].read_text()
+        assert runs[i].returncode != 0, text[-4000:]
+        assert "Lease harvester-system/harvester-upgrade-lock" in text, text[-4000:]
+        other = runs[1 - i]
+        _unpause(sim)
+        assert other.wait(timeout=900) == 0, logs[1 - i].read_text()[-6000:]
+    finally:
+        _kill(first, *([second] if second is not None else []))
+    plans = _plans(sim)
+    assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Succeeded"
+    from harvester_sim import report as rep
+    report = rep.build(sim.world)
+    reboots: dict[str, int] = {}
+    for e in report.get("timeline") or []:
+        if e.get("event") == "node_reboot":
+            reboots[str(e.get("node"))] = reboots.get(str(e.get("node")), 0) + 1
+    assert len(reboots) == 3 and set(reboots.values()) == {1}, reboots
+    assert report["invariant_violations"] == []
+    assert _lease(sim) is None

@@ -375,10 +375,11 @@ def run_three_node() -> Run:
 
 
 def run_five_node() -> Run:
-    """five-node-mixed, target-aware. The node holding a healthy replica of the degraded volume
-    (the later one in the order) is paused; when Rancher asks for it, its other healthy replica
-    is failed for a while (heals after HEAL_S) and then the node is released from pauseNodes, so
-    its turn starts with it holding the volume's last healthy replica."""
+    """five-node-mixed, target-aware. The node holding the degraded VM's replica that is last
+    in the order is paused; when Rancher asks for it, the volume's other replicas are failed
+    for a while (volume_degraded, healing after HEAL_S) and then the node is released from
+    pauseNodes, so its turn starts with it holding the volume's last healthy replica. (The
+    replica the scenario starts failed is rebuilt by Longhorn once the VM runs.)"""
     from harvester_sim import testing
     run = Run("five-node-mixed")
     t0 = time.monotonic()
@@ -387,22 +388,17 @@ def run_five_node() -> Run:
         order = order_of(sim)
         lh = sim.world.controllers["longhorn"]
         wait_settled(sim)
-        deadline = time.monotonic() + 60   # ends as soon as it holds; CI is slow
-        degraded: list[dict[str, Any]] = []
-        while not degraded and time.monotonic() < deadline:   # robustness shows once attached
-            degraded = [v for v in c.list("longhorn.io/v1beta2", "Volume",
-                                          namespace="longhorn-system")
-                        if (v.get("status") or {}).get("robustness") == "degraded"]
-            time.sleep(0.05)
-        assert len(degraded) == 1, degraded
-        name = degraded[0]["metadata"]["name"]
-        healthy = sorted({r["spec"]["nodeID"] for r in c.list(
+        vm = c.get("kubevirt.io/v1", "VirtualMachine", "degraded", namespace="default")
+        claim = vm["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]
+        name = c.get("v1", "PersistentVolumeClaim", claim["claimName"],
+                     namespace="default")["spec"]["volumeName"]
+        nodes = sorted({r["spec"]["nodeID"] for r in c.list(
             "longhorn.io/v1beta2", "Replica", namespace="longhorn-system")
-            if r["spec"].get("volumeName") == name and not r["spec"].get("failedAt")},
-            key=order.index)
-        assert len(healthy) == 2, healthy
-        other, paused = healthy
-        run.extra.update(volume=name, paused=paused, other=other)
+            if r["spec"].get("volumeName") == name}, key=order.index)
+        assert len(nodes) == 3, nodes
+        *others, paused = nodes
+        other = others[0]
+        run.extra.update(volume=name, paused=paused, other=other, others=others)
         _begin(sim, run, pause=[paused])
         secret = next(m["metadata"]["name"] for m in c.list(
             "cluster.x-k8s.io/v1beta1", "Machine", namespace="fleet-local")
@@ -418,7 +414,7 @@ def run_five_node() -> Run:
                 if (st.get(paused) or {}).get("state") == "UpgradePaused" and asked:
                     run.extra["degraded_at"] = sim.world.clock.now()
                     run.extra["victims"] = sim.world.runtime.run_sync(
-                        lambda: lh.degrade(name, 1, HEAL_S, nodes=[other]))
+                        lambda: lh.degrade(name, 2, HEAL_S, nodes=others))
 
                     def fn(cur: dict[str, Any]) -> dict[str, Any]:
                         cur["spec"]["nodeUpgradeOption"]["pauseNodes"] = []
@@ -450,7 +446,10 @@ def _four_node(target_aware: bool, version: str = "v1.6.0") -> Run:
         return _finish(sim, run, res, t0)
 
 
-HEAL_S = 3000.0   # simulated seconds the degraded volume stays without a second healthy replica
+# simulated seconds the degraded volume stays without a second healthy replica: below the
+# replica-replenishment-wait-interval the play holds during the node upgrade (1800 s), after
+# which Longhorn would replace the failed replicas on the fourth node instead
+HEAL_S = 1500.0
 
 
 def run_single_node() -> Run:
@@ -645,13 +644,13 @@ def test_five_node_order_pause_and_degraded_volume(runs: Runs) -> None:
     assert f"Node {paused} is paused" in run.output, run
     assert "spec.nodeUpgradeOption.pauseNodes" in run.output
     assert run.states[paused] == "PostDrained"
-    # the degraded volume held the paused node's drain until its replica was rebuilt:
+    # the degraded volume held the paused node's drain until a replica was rebuilt:
     # Rancher asked for the node before the rebuild, we answered only after it
-    vol, other = run.extra["volume"], run.extra["other"]
-    assert run.extra.get("victims"), run.extra
+    vol = run.extra["volume"]
+    assert len(run.extra.get("victims") or []) == 2, run.extra
     asked = run.events("pre_drain_set", node=paused)[0]["t"]
-    rebuilt = [e["t"] for e in run.events("replica_rebuilt", volume=vol, node=other)
-               if e["t"] > run.extra["degraded_at"]]
+    rebuilt = [e["t"] for e in run.events("replica_rebuilt", volume=vol)
+               if e["t"] > run.extra["degraded_at"] and e["node"] in run.extra["others"]]
     answered = run.events("hook_acked", node=paused, hook="pre-drain")[0]["t"]
     assert rebuilt, run.events("replica_rebuilt", volume=vol)
     assert asked < run.extra["degraded_at"] < rebuilt[0] < answered, (asked, rebuilt, answered)

@@ -13,6 +13,7 @@ import pytest
 
 lock = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock")
+ApiError = lock.ApiError
 
 
 def test_module_stops_once_its_ansible_playbook_is_gone() -> None:
@@ -50,11 +51,28 @@ def test_run_alive_reads_the_process_command_line() -> None:
     assert not lock.run_alive(2 ** 22 + 17)           # no such process
 
 
-def test_stale_only_for_a_dead_ansible_playbook_of_this_host() -> None:
+def test_stale_needs_the_runs_token_not_just_hostname_and_pid(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two containers can share a hostname and a pid: a holder is stale only when this
+    machine's own token file shows the run that made it, and that run's ansible-playbook is
+    gone."""
     import socket
+    monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path))
     host = socket.gethostname()
-    assert lock.is_stale(f"alice@{host}:{2 ** 22 + 17}")
-    assert not lock.is_stale(f"alice@elsewhere:{2 ** 22 + 17}")
+    dead = 2 ** 22 + 17
+    # a run of another container (same hostname, same pid): no token file here
+    assert not lock.is_stale(f"alice@{host}:{dead}/run-0123456789abcdef")
+    assert not lock.is_stale(f"alice@{host}:{dead}")          # no token at all
+    # a run of this machine whose ansible-playbook is gone: its token file is here
+    token = lock.run_token(dead)
+    assert lock.run_token(dead) == token                       # the run's modules agree
+    assert lock.is_stale(f"alice@{host}:{dead}/run-{token}")
+    # this process is alive, but it is no ansible-playbook: not a live run either
+    mine = lock.run_token(os.getpid())
+    assert mine != token
+    assert lock.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
+    monkeypatch.setattr(lock, "run_alive", lambda pid: True)
+    assert not lock.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
     assert not lock.is_stale("awx-job-12")
     now = datetime.now(timezone.utc)
     live = {"spec": {"holderIdentity": "awx-job-12", "leaseDurationSeconds": 300,
@@ -62,6 +80,20 @@ def test_stale_only_for_a_dead_ansible_playbook_of_this_host() -> None:
     assert lock.decide(live, "me", now) == "held"
     assert lock.decide(live, "awx-job-12", now) == "renew"
     assert lock.decide(None, "me", now) == "create"
+
+
+def test_identity_is_random_per_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_HOLDER", "ci")
+    monkeypatch.setattr(lock, "_identity", None)
+    me = lock.identity()
+    assert me.startswith("ci/run-") and len(me) == len("ci/run-") + 16
+    monkeypatch.setattr(lock, "_identity", None)
+    assert lock.identity() == me                   # the same run: the same token
+    monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path / "other-container"))
+    monkeypatch.setattr(lock, "_identity", None)
+    assert lock.identity() != me                   # same name and pid, another machine
+    monkeypatch.setattr(lock, "_identity", None)
 
 
 def _fake_procs(monkeypatch: pytest.MonkeyPatch, table: dict[int, tuple[int, str]]) -> None:
@@ -90,24 +122,75 @@ def test_the_run_is_the_ansible_playbook_above_the_tasks_worker(
 
 
 class _Leases:
-    """A Kube double holding one Lease (get / create / replace, counting the writes)."""
+    """A Kube double holding one Lease (get / create / replace / delete with the API's
+    resourceVersion and precondition rules), counting the writes."""
 
     def __init__(self) -> None:
         self.lease: dict[str, Any] | None = None
         self.writes = 0
+        self.rv = 0
+        self.fail: Exception | None = None
+        self.deleted: list[dict[str, Any]] = []
+
+    def _stamp(self, obj: dict[str, Any], uid: str | None = None) -> dict[str, Any]:
+        self.rv += 1
+        md = dict(obj.get("metadata") or {})
+        md["resourceVersion"] = str(self.rv)
+        md["uid"] = uid or md.get("uid") or f"uid-{self.rv}"
+        self.lease = {**obj, "metadata": md, "spec": dict(obj.get("spec") or {})}
+        return dict(self.lease)
 
     def get(self, *_a: Any) -> dict[str, Any] | None:
-        return None if self.lease is None else dict(self.lease)
+        if self.fail is not None:
+            raise self.fail
+        return None if self.lease is None else dict(self.lease, spec=dict(self.lease["spec"]))
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.fail is not None:
+            raise self.fail
+        if self.lease is not None:
+            raise ApiError(409, "AlreadyExists", "leases already exists")
         self.writes += 1
-        self.lease = obj
-        return obj
+        return self._stamp(obj)
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.fail is not None:
+            raise self.fail
+        assert self.lease is not None
+        if (obj.get("metadata") or {}).get("resourceVersion") != \
+                self.lease["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified")
         self.writes += 1
-        self.lease = obj
-        return obj
+        return self._stamp(obj, self.lease["metadata"]["uid"])
+
+    def delete(self, *_a: Any, preconditions: dict[str, str] | None = None,
+               **_k: Any) -> bool:
+        if self.lease is None:
+            return False
+        md = self.lease["metadata"]
+        for k, v in (preconditions or {}).items():
+            if md.get(k) != v:
+                raise ApiError(409, "Conflict", f"Precondition failed: {k}")
+        self.deleted.append(dict(preconditions or {}))
+        self.lease = None
+        return True
+
+    def renewed_by(self, holder: str, renew_time: str) -> None:
+        """Another run (on a machine whose clock is far behind ours) renews its lease."""
+        assert self.lease is not None
+        self._stamp({**self.lease, "spec": {**self.lease["spec"], "holderIdentity": holder,
+                                            "renewTime": renew_time}})
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
 
 
 def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
@@ -115,7 +198,7 @@ def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
     lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # created
     lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # just renewed: read only
     assert kube.writes == 1
-    lock.acquire(kube, "me@h:1")                            # the renewal thread: always
+    lock.acquire(kube, "me@h:1", duration=300)              # an explicit duration: written
     assert kube.writes == 2
     spec = kube.lease["spec"]                               # type: ignore[index]
     spec["renewTime"] = "2000-01-01T00:00:00.000000Z"       # long ago: renewed
@@ -123,3 +206,173 @@ def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
     assert kube.writes == 3 and kube.lease["spec"]["renewTime"] > "2001"  # type: ignore[index]
     with pytest.raises(lock.LockHeld):                      # another run's lease, still valid
         lock.acquire(kube, "other@h2:2", fresh=lock.FRESH)
+
+
+def test_a_skewed_live_lease_stays_held() -> None:
+    """The holder's clock is an hour behind ours: by our clock its renewTime is long past,
+    but it keeps renewing. Watching it by our own monotonic time shows it alive: refused,
+    never taken (today's code compared its renewTime with our clock and took it)."""
+    kube = _Leases()
+    clock = _Clock()
+    old = "2026-01-01T00:00:00.000000Z"
+    kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": lock.NAME, "namespace": lock.NAMESPACE},
+                 "spec": {"holderIdentity": "bob@skewed/run-1", "leaseDurationSeconds": 30,
+                          "renewTime": old}})
+    writes = kube.writes
+    ticks = iter(range(1, 1000))
+
+    def sleep(s: float) -> None:          # bob renews every 10 s of our time
+        before = clock.t
+        clock.sleep(s)
+        if int(clock.t // 10) != int(before // 10):
+            kube.renewed_by("bob@skewed/run-1", f"2026-01-01T00:00:{next(ticks):02d}.000000Z")
+
+    with pytest.raises(lock.LockHeld, match="renewed while this run watched it"):
+        lock.acquire(kube, "me/run-2", sleep=sleep, clock=clock)
+    assert kube.writes == writes and kube.lease["spec"]["holderIdentity"] == "bob@skewed/run-1"  # type: ignore[index]
+    assert clock.t - 1000.0 <= 30
+
+
+def test_an_unrenewed_lease_is_taken_after_its_duration_of_our_time() -> None:
+    kube = _Leases()
+    clock = _Clock()
+    kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": lock.NAME, "namespace": lock.NAMESPACE},
+                 "spec": {"holderIdentity": "bob@gone/run-1", "leaseDurationSeconds": 30,
+                          "renewTime": "2026-01-01T00:00:00.000000Z"}})
+    lease = lock.acquire(kube, "me/run-2", sleep=clock.sleep, clock=clock)
+    assert clock.t - 1000.0 >= 30                       # watched for its whole duration
+    assert lease["spec"]["holderIdentity"] == "me/run-2"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_release_deletes_only_the_lease_it_read() -> None:
+    kube = _Leases()
+    lock.acquire(kube, "me/run-1")
+    assert not lock.release(kube, "other/run-2")              # not ours: left
+    assert kube.lease is not None
+    uid = kube.lease["metadata"]["uid"]
+    assert lock.release(kube, "me/run-1")
+    assert kube.deleted == [{"uid": uid, "resourceVersion": "1"}]
+
+    # taken by another run between the read and the delete: the preconditions refuse it
+    class Racing(_Leases):
+        def get(self, *a: Any) -> dict[str, Any] | None:
+            seen = super().get(*a)
+            if self.lease is not None:
+                self.renewed_by("other/run-2", "2026-01-01T00:00:00.000000Z")
+            return seen
+
+    racing = Racing()
+    lock.acquire(racing, "me/run-1")
+    assert not lock.release(racing, "me/run-1")
+    assert racing.lease is not None and racing.lease["spec"]["holderIdentity"] == "other/run-2"
+
+
+def _held(kube: _Leases, clock: _Clock, duration: int = 30) -> Any:
+    lease = lock.acquire(kube, "me/run-1", duration=duration)
+    lost: list[str] = []
+    h = lock.Holding(kube, "me/run-1", lease, clock=clock, on_lost=lost.append)  # type: ignore[arg-type]
+    return h, lost
+
+
+def test_a_run_that_cannot_renew_within_its_deadline_stops() -> None:
+    """The renewal outage: no renewal succeeds for two thirds of the lease duration (by our
+    monotonic clock): the fence refuses every further request, naming the lock, a third of
+    the duration before another run could take the lease."""
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+    h.check()                                   # held: requests pass
+    kube.fail = ApiError(503, "ServiceUnavailable", "the server is unavailable")
+    clock.sleep(10)
+    assert not h.renew()
+    h.check()                                   # 10 s < the 20 s deadline: still acting
+    clock.sleep(9.9)
+    h.check()
+    clock.sleep(0.1)
+    with pytest.raises(lock.LockLost, match="harvester-upgrade-lock") as exc:
+        h.check()
+    assert "20s" in str(exc.value) and "unavailable" in str(exc.value)
+    assert lost == [str(exc.value)]
+    kube.fail = None
+    assert not h.renew() and kube.lease["spec"]["holderIdentity"] == "me/run-1"  # type: ignore[index]
+    with pytest.raises(lock.LockLost):          # lost for good, whatever the API says now
+        h.check()
+
+
+def test_a_renewal_that_answers_after_the_deadline_does_not_count() -> None:
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+
+    class Slow(_Leases):
+        def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+            clock.sleep(25)                     # the API answered 25 s later
+            return super().replace(obj)
+
+    slow = Slow()
+    slow.lease, slow.rv = kube.lease, kube.rv
+    h.kube = slow
+    assert not h.renew()
+    assert lost and "renew deadline" in lost[0]
+
+
+def test_renewal_takes_back_a_deleted_lease_or_stops_if_another_run_has_it() -> None:
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+    kube.lease = None                           # deleted by hand
+    assert h.renew()                            # client-go: created again, still ours
+    assert kube.lease["spec"]["holderIdentity"] == "me/run-1" and not lost  # type: ignore[index]
+    h.check()
+    kube.lease = None
+    lock.acquire(kube, "second/run-2")          # a second run was quicker
+    assert not h.renew()
+    assert lost and "second/run-2" in lost[0]
+    with pytest.raises(lock.LockLost, match="second/run-2"):
+        h.check()
+
+
+def test_the_fence_stops_every_request_of_the_module() -> None:
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import client
+    kube, clock = _Leases(), _Clock()
+    h, _lost = _held(kube, clock)
+    calls: list[str] = []
+    client.set_fence(h.check)
+    try:
+        client._raw(lambda **kw: calls.append("sent") or {})
+        h.lose("test")
+        with pytest.raises(lock.LockLost):
+            client._raw(lambda **kw: calls.append("sent") or {})
+        with client.unfenced():                 # the lock's own requests
+            client._raw(lambda **kw: calls.append("lock") or {})
+    finally:
+        client.set_fence(None)
+    assert calls == ["sent", "lock"]
+
+
+def test_the_watch_holds_requests_back_once_the_lease_is_deleted() -> None:
+    """A deletion seen on the watch stops the module's requests (the fence waits) until the
+    next renewal settles who holds the lock: taken back here, so they go on."""
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+    events = [{"type": "MODIFIED", "object": kube.lease},          # our own renewal
+              {"type": "DELETED", "object": kube.lease}]
+
+    def watch(*_a: Any, **_k: Any) -> Any:
+        yield from events
+
+    kube.watch = watch  # type: ignore[attr-defined]
+    h.wait_for_change(clock() + 60)
+    assert h.suspended and not lost
+    kube.lease = None
+    assert h.renew() and not h.suspended
+    h.check()
+    # another run's holder on the watch: held back, and the renewal finds the lock lost
+    events[:] = [{"type": "MODIFIED", "object": {**kube.lease,  # type: ignore[dict-item]
+                  "spec": {"holderIdentity": "second/run-2"}}}]
+    h.wait_for_change(clock() + 60)
+    assert h.suspended
+    kube.renewed_by("second/run-2", "2026-01-01T00:00:00.000000Z")
+    assert not h.renew()
+    with pytest.raises(lock.LockLost, match="second/run-2"):
+        h.check()

@@ -223,9 +223,51 @@ def _to_dict(obj: Any) -> dict[str, Any]:
     return dict(obj.to_dict())
 
 
+# The upgrade lock's fence (``lock.hold`` installs it): called before every request a module
+# makes, it raises (an ApiError naming the lock) once the run may no longer hold the lock, so
+# a run that lost it sends nothing more. Requests of the lock itself pass (``unfenced``).
+_fence: Callable[[], None] | None = None
+_unfenced = threading.local()
+
+
+def set_fence(check: Callable[[], None] | None) -> None:
+    global _fence
+    _fence = check
+
+
+class unfenced:  # noqa: N801 - used as a context manager
+    """Requests made inside are not fenced (the lock's own requests); ``guard``, if given, is
+    called before each of them instead (the renewal stops retrying once it is too late)."""
+
+    def __init__(self, guard: Callable[[], None] | None = None) -> None:
+        self.guard = guard
+
+    def __enter__(self) -> None:
+        stack = getattr(_unfenced, "stack", None)
+        if stack is None:
+            stack = _unfenced.stack = []
+        stack.append(self.guard)
+
+    def __exit__(self, *_exc: Any) -> None:
+        _unfenced.stack.pop()
+
+
+def fence() -> None:
+    stack = getattr(_unfenced, "stack", None)
+    if stack:
+        guard = stack[-1]
+        if guard is not None:
+            guard()
+        return
+    check = _fence
+    if check is not None:
+        check()
+
+
 def _raw(fn: Callable[..., Any], **kw: Any) -> dict[str, Any]:
     """``fn(**kw)`` on a dynamic-client resource, answered as a plain dict parsed from the
     response body (see the module doc)."""
+    fence()
     return _to_dict(fn(serialize=False, **kw))
 
 
@@ -254,7 +296,12 @@ class Kube:
         auth = {k: module.params[k] for k in AUTH_ARG_SPEC
                 if module.params.get(k) is not None}
         warn_insecure(module, auth)
-        kube = cls(get_api_client(**auth).client, check_mode=bool(module.check_mode))
+        try:
+            api = get_api_client(**auth)
+        except Exception as exc:  # noqa: BLE001 - every way of not connecting gets one line
+            module.fail_json(msg=connection_failure(exc, auth))
+            raise  # fail_json does not return; a test double's might
+        kube = cls(api.client, check_mode=bool(module.check_mode))
         defer_discovery_writes(kube.dyn)
         kube.identify(module)
         return kube
@@ -399,15 +446,23 @@ class Kube:
         return call_with_retry(lambda: _raw(res.replace, body=obj, namespace=ns))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
-               propagation: str = "Background") -> bool:
-        """Delete one object; ``False`` if it was already gone. No preconditions: a 409 is
-        retried as for an unconditional :meth:`patch`."""
+               propagation: str = "Background",
+               preconditions: dict[str, str] | None = None) -> bool:
+        """Delete one object; ``False`` if it was already gone. Without ``preconditions``
+        (``uid``, ``resourceVersion``) a 409 is retried as for an unconditional :meth:`patch`;
+        with them a 409 (the object is not the one described any more) is raised."""
         res = self.resource(api_version, kind)
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                "propagationPolicy": propagation}
+        if preconditions:
+            body["preconditions"] = dict(preconditions)
+
+        def send() -> Any:
+            fence()
+            return res.delete(name=name, namespace=namespace, body=body)
+
         try:
-            call_with_retry(lambda: res.delete(
-                name=name, namespace=namespace,
-                body={"apiVersion": "v1", "kind": "DeleteOptions",
-                      "propagationPolicy": propagation}), also=CONFLICT)
+            call_with_retry(send, also=frozenset() if preconditions else CONFLICT)
             return True
         except ApiError as exc:
             if exc.status == 404:
@@ -444,6 +499,7 @@ class Kube:
         """The dynamic client's watch without its per-event ``ResourceInstance``: events
         ``{"type", "raw_object": dict}`` as the ``kubernetes`` Watch parses them."""
         from kubernetes import watch as kwatch
+        fence()
         w = watcher or kwatch.Watch()
         kw: dict[str, Any] = {"namespace": namespace, "label_selector": label_selector,
                               "field_selector": field_selector,
@@ -462,6 +518,7 @@ class Kube:
         api = self.dyn.client
 
         def do() -> tuple[int, bytes]:
+            fence()
             if hasattr(api, "param_serialize"):       # kubernetes >= 33 (generator v7)
                 method, url, headers, body, post = api.param_serialize(
                     "GET", path, auth_settings=["BearerToken"])
@@ -486,7 +543,6 @@ class Kube:
                 return exc.status, exc.message.encode()
             raise
 
-
     def raw_post(self, path: str, body: dict[str, Any], timeout: float = 30.0
                  ) -> tuple[int, bytes]:
         """POST JSON to a raw API path (e.g. a service proxy); returns ``(status, body)``.
@@ -495,6 +551,7 @@ class Kube:
         refusals with a 500, so neither a 5xx nor a lost connection is retried here; the
         caller decides. A transport failure is status 0.
         """
+        fence()
         api = self.dyn.client
         data = body   # the client serializes a dict as JSON (a str would be sent as a string)
         headers = {"Content-Type": "application/json", "Accept": "*/*"}
@@ -534,6 +591,47 @@ def verification_disabled(auth: dict[str, Any]) -> bool:
     if value is None:
         return False
     return str(value).strip().lower() in ("false", "no", "0", "off", "n", "f")
+
+
+def _config_source(auth: dict[str, Any]) -> str:
+    import os
+    if auth.get("host"):
+        return "host option / K8S_AUTH_HOST"
+    path = auth.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or \
+        os.environ.get("KUBECONFIG") or "~/.kube/config"
+    ctx = auth.get("context") or os.environ.get("K8S_AUTH_CONTEXT")
+    return f"kubeconfig {path}" + (f", context {ctx}" if ctx else "")
+
+
+def connection_failure(exc: BaseException, auth: dict[str, Any]) -> str:
+    """One line saying which API server could not be reached, from which configuration, and
+    why (instead of urllib3's retry chain)."""
+    source = _config_source(auth)
+    from urllib3.exceptions import MaxRetryError, NewConnectionError, SSLError
+    if isinstance(exc, MaxRetryError):
+        pool = getattr(exc, "pool", None)
+        where = (f"{getattr(pool, 'scheme', 'https')}://{getattr(pool, 'host', '?')}:"
+                 f"{getattr(pool, 'port', '?')}") if pool is not None else "the API server"
+        reason = exc.reason
+        if isinstance(reason, SSLError):
+            why = f"TLS failed ({str(reason).splitlines()[0][:200]}); check the CA " \
+                  "(certificate-authority-data / ca_cert) or validate_certs"
+        elif isinstance(reason, NewConnectionError):
+            text = str(reason)
+            why = ("connection refused" if "refused" in text.lower() else
+                   "the host name does not resolve" if "resolution" in text.lower()
+                   or "name or service" in text.lower() else
+                   "connection timed out" if "timed out" in text.lower() else
+                   text.rsplit(": ", 1)[-1][:200])
+        else:
+            why = str(reason).splitlines()[0][:200] if reason else "no answer"
+        return f"cannot reach the Kubernetes API at {where} ({source}): {why}"
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status in (401, 403):
+        return (f"the Kubernetes API refused the credentials of {source}: {status} "
+                f"{getattr(exc, 'reason', '')}".rstrip())
+    text = " ".join(str(exc).split())[:300]
+    return f"cannot connect to the Kubernetes API ({source}): {type(exc).__name__}: {text}"
 
 
 def warn_insecure(module: Any, auth: dict[str, Any]) -> None:

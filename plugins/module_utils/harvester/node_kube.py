@@ -124,7 +124,13 @@ class Kube(client.Kube):
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
             get_api_client,
         )
-        return cls(get_api_client(**{k: v for k, v in auth.items() if v is not None}).client)
+        given = {k: v for k, v in auth.items() if v is not None}
+        try:
+            api = get_api_client(**given)
+        except Exception as exc:  # noqa: BLE001 - every way of not connecting gets one line
+            raise client.ApiError(0, "ConnectionFailed",
+                                  client.connection_failure(exc, given)) from exc
+        return cls(api.client)
 
     # -- node-loop call shapes over the shared transport ---------------------------------------
     def items(self, api_version: str, kind: str, namespace: str | None = None,

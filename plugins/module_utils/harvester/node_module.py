@@ -11,6 +11,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
     warn_insecure,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
@@ -44,7 +45,11 @@ def new_module(spec: dict[str, Any], **kw: Any) -> AnsibleModule:
 def kube_for(module: AnsibleModule, client: type[Kube] = Kube) -> Kube:
     auth = {k: module.params.get(k) for k in AUTH_ARG_SPEC if module.params.get(k) is not None}
     warn_insecure(module, auth)
-    kube = client.from_options(**auth)
+    try:
+        kube = client.from_options(**auth)
+    except ApiError as exc:
+        module.fail_json(msg=exc.message)
+        raise  # fail_json does not return; a test double's might
     kube.check_mode = module.check_mode
     kube.identify(module)
     return kube

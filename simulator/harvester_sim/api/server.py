@@ -18,7 +18,9 @@ import socket
 import ssl
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -136,6 +138,10 @@ class ApiServer:
         self._by_code: dict[str, int] = {}
         self._total = 0
         self._faults_injected: dict[str, int] = {}
+        # kube-apiserver's audit log (audit.k8s.io/v1 Events, level Metadata, stage
+        # ResponseComplete) of external clients' resource requests, kept while this is a list
+        # (off by default; tests switch it on with ``server.audit = []``)
+        self.audit: list[dict[str, Any]] | None = None
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -268,6 +274,24 @@ class ApiServer:
             self._by_verb_resource[vr] = self._by_verb_resource.get(vr, 0) + 1
             self._by_agent[agent] = self._by_agent.get(agent, 0) + 1
 
+    def audit_event(self, ctx: dict[str, Any], code: int, received: float) -> None:
+        """Append one audit Event (the fields kube-apiserver writes at level Metadata)."""
+        with self._stats_lock:
+            if self.audit is None:
+                return
+            self.audit.append({
+                "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+                "auditID": str(uuid.uuid4()), "stage": "ResponseComplete",
+                "verb": ctx.get("verb"), "user": {"username": ctx.get("user")},
+                "userAgent": ctx.get("user_agent_full") or ctx.get("user_agent"),
+                "objectRef": {"resource": ctx.get("resource"),
+                              "namespace": ctx.get("namespace") or None,
+                              "name": ctx.get("name") or None,
+                              "apiGroup": ctx.get("group") or None},
+                "responseStatus": {"code": code},
+                "requestReceivedTimestamp": _rfc3339_micro(received),
+                "stageTimestamp": _rfc3339_micro(time.time())})
+
     def count_code(self, code: int) -> None:
         with self._stats_lock:
             k = str(code)
@@ -340,6 +364,10 @@ def _http_date() -> str:
 
 def _rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _rfc3339_micro(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _dumps(obj: Any) -> bytes:
@@ -517,6 +545,10 @@ class _Handler(BaseHTTPRequestHandler):
         head = "".join(lines).encode("latin-1", "replace")
         self.wfile.write(head + body if self.command != "HEAD" else head)
         self.api.count_code(code)
+        audit = getattr(self, "audit_ctx", None)
+        if audit is not None and self.api.audit is not None:
+            self.api.audit_event(audit, code, self.received)
+            self.audit_ctx = None
 
     def _send_error(self, err: errors.ApiError) -> None:
         self._send(err.code, _status_body(err), JSON, err.headers)
@@ -524,6 +556,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------ dispatch
     def _serve(self, method: str) -> None:
         started = time.monotonic()
+        self.received, self.audit_ctx = time.time(), None
         try:
             split = urlsplit(self.path)
             self.q_multi = parse_qs(split.query, keep_blank_values=True) if split.query else {}
@@ -569,6 +602,7 @@ class _Handler(BaseHTTPRequestHandler):
             ctx = {"verb": info.verb, "resource": info.full_resource, "group": info.group,
                    "namespace": info.namespace or "", "name": info.name or "",
                    "user": user, "user_agent": agent}
+            self.audit_ctx = {**ctx, "user_agent_full": self.agent_full}
             self.api.inject_faults(ctx)
             self._resource(method, info, body, ctx)
         except Response as r:

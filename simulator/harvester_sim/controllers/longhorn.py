@@ -22,25 +22,37 @@
   volume, so draining that node is refused; it is deleted when the node is safe.
 * Settings: a few defaults (``replica-replenishment-wait-interval`` etc.) are created when
   missing, so the upgrade can read and change them.
-* Replica replenishment (longhorn-manager v1.9.1 ``controller/volume_controller.go``
-  ``replenishReplicas`` and ``scheduler/replica_scheduler.go`` ``RequireNewReplica`` /
-  ``timeToReplacementReplica`` / ``IsPotentiallyReusableReplica``; the same in v1.8.2): an
-  attached volume that became ``degraded`` (``status.lastDegradedAt``) with a failed replica
-  that cannot be reused yet (its node's instance manager is down) waits
-  ``replica-replenishment-wait-interval`` seconds, read from the Setting whenever it
-  re-checks, for that replica's node; past that it creates a new replica (one at a time) on a
-  node that is Ready, schedulable, not a witness and holds no replica of the volume (hard
-  anti-affinity, Longhorn's default), which rebuilds from scratch
-  (``timings.replica_rebuild_s``). The failed replica is then not reused when its node
-  returns (the volume has its replicas); it stays failed, as Longhorn keeps it until the
-  volume's ``staleReplicaTimeout``. No eligible node: nothing is created (Longhorn sets
-  ``Scheduled=False``). Timeline: ``replica_replenished`` (volume, replica, node,
-  ``waited_s``).
+* Failed replicas of an attached volume (longhorn-manager v1.8.2 and v1.9.1
+  ``controller/volume_controller.go`` ``replenishReplicas``, ``scheduler/replica_scheduler.go``
+  ``CheckAndReuseFailedReplica`` / ``isFailedReplicaReusable`` / ``IsPotentiallyReusableReplica``
+  / ``RequireNewReplica`` / ``timeToReplacementReplica``): while the volume is ``degraded``
+  (``status.lastDegradedAt``) and no replica is rebuilding, one failed replica at a time
+  (the latest failed first, ``GetLatestFailedReplica``) whose node's instance manager runs
+  is reused: ``failedAt`` cleared, rebuilt in place for ``timings.replica_rebuild_s``. That
+  holds whatever failed it: its instance manager (rebuilt once it is back), the scenario's
+  initial state (``robustness: degraded`` is a failed replica on a node that is up, so it
+  is rebuilt as soon as the volume attaches), or a healed ``volume_degraded`` fault. A
+  failed replica that cannot be reused yet (instance manager down; held by the fault) is
+  waited for ``replica-replenishment-wait-interval`` seconds from ``lastDegradedAt``, read
+  from the Setting whenever it re-checks; past that a new replica is created (one at a
+  time) on a node that is Ready, schedulable, not a witness and holds no replica of the
+  volume (hard anti-affinity, Longhorn's default), which rebuilds from scratch. The failed
+  replica is then not reused when it becomes reusable (the volume has its replicas); it
+  stays failed, as Longhorn keeps it until the volume's ``staleReplicaTimeout``. No
+  eligible node: nothing is created (Longhorn sets ``Scheduled=False``). Timeline:
+  ``replica_replenished`` (volume, replica, node, ``waited_s``), ``replica_rebuilt``.
+  Rebuilds always succeed here (``rebuildRetryCount``, the reuse back-off and
+  ``FailedReplicaMaxRetryCount`` do not arise).
 
 Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; params
 ``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
-fails healthy replicas of the volume; with ``heal_after_s`` they rebuild after that delay.
-Timeline: ``replica_failed``, ``replica_rebuilt``, ``volume_degraded``.
+fails healthy replicas of the volume and keeps them unusable to Longhorn for
+``heal_after_s`` (forever without it), as a disk that is not Ready would
+(``isFailedReplicaReusable``) but for this volume's replicas only. Longhorn does not rebuild
+them while the fault lasts; it does what it would with any unusable failed replica: after
+``replica-replenishment-wait-interval`` it replaces them on an eligible node, if there is
+one. When the fault heals they are reused (rebuilt in place, one at a time) if the volume
+still needs them. Timeline: ``replica_failed``, ``replica_rebuilt``, ``volume_degraded``.
 
 Upstream: longhorn/longhorn-manager ``v1.8.2`` (Harvester v1.5.1) and ``v1.9.1``
 (Harvester v1.6.0): ``controller/volume_controller.go``, ``replica_controller.go``,
@@ -90,10 +102,14 @@ class Rep:
     node: str
     healthy: bool
     rebuilding: bool = False
-    # why it is not healthy: "im" (rebuilt when back), "fault", "initial", "new", or
-    # "pending": created for a new volume while its node's instance manager was not running;
-    # it holds no data yet and starts when the instance manager does
+    # why it is not healthy: "im" (its node's instance manager died), "initial" (failed in
+    # the scenario's initial state), "failed" (a fault that has healed), "fault" (held failed
+    # by a volume_degraded fault: not reusable while it lasts), "new", or "pending": created
+    # for a new volume while its node's instance manager was not running; it holds no data
+    # yet and starts when the instance manager does
     cause: str = ""
+    # sim time of spec.failedAt (GetLatestFailedReplica); the initial state's is older
+    failed_at: float = -1.0
     # written by this controller: its in-memory state is the truth, and a watch event that
     # carries an older write must not undo it
     managed: bool = False
@@ -324,6 +340,13 @@ class Longhorn:
                     self._set_replica(r, True)
                 elif r.cause == "im" and self._needs_replica(r.volume):
                     self._rebuild(r)
+            # other failed replicas on the node became reusable again: the volume
+            # controller's next pass reuses them (one at a time)
+            for vol in sorted({r.volume for r in self.reps.values()
+                               if r.node == node and not r.healthy and not r.rebuilding}):
+                v = self.vols.get(vol)
+                if v is not None and v.degraded_at is not None:
+                    self._schedule_replenish(v, 0.0)
         if type_ == "DELETED" or phase in ("Failed", "Succeeded"):
             self.world.runtime.after(1.0, lambda: self._ensure_im(node))
         self._queue_pdbs()
@@ -482,6 +505,7 @@ class Longhorn:
         if not r.healthy and not r.rebuilding:
             return
         r.cause = cause
+        r.failed_at = self.world.clock.now()
         self._set_replica(r, False)
         self.world.timeline.record("replica_failed", volume=r.volume, replica=r.name,
                                    node=r.node, reason=why)
@@ -534,18 +558,17 @@ class Longhorn:
                 if rn in self.reps]
         if any(r.rebuilding for r in reps) or not self._needs_replica(volume):
             return   # one rebuild at a time; the next state change re-checks
-        # replicas that failed with their node's instance manager; the others (scenario's
-        # initial state, the volume_degraded fault) stay as the scenario/fault says
-        failed = [r for r in reps if not r.healthy]
-        gone = [r for r in failed if r.cause == "im"]
-        if len(gone) < len(failed):
+        # CheckAndReuseFailedReplica: a failed replica is reused (failedAt cleared, rebuilt in
+        # place) once its node's instance manager runs and its disk is usable; a replica held
+        # by the volume_degraded fault is not (isFailedReplicaReusable: disk not Ready). The
+        # latest failed one goes first (GetLatestFailedReplica).
+        failed = [r for r in reps if not r.healthy and r.cause != "pending"]
+        reusable = [r for r in failed if r.cause != "fault" and self.im_up.get(r.node)]
+        if reusable:
+            self._rebuild(max(reusable, key=lambda r: (r.failed_at, r.name)))
             return
-        reusable = [r for r in gone if self.im_up.get(r.node)]
-        if reusable:   # CheckAndReuseFailedReplica: its node is back, rebuild it there
-            self._rebuild(reusable[0])
-            return
-        if gone:   # potentially reusable (node down): wait for it until the interval passed
-            due = v.degraded_at + self._wait_interval()
+        if failed:   # RequireNewReplica: potentially reusable ones are waited for until the
+            due = v.degraded_at + self._wait_interval()   # interval from lastDegradedAt
             now = self.world.clock.now()
             if now < due:
                 self._schedule_replenish(v, due - now + 1.0)   # Longhorn adds a second
@@ -767,9 +790,15 @@ class Longhorn:
                                    robustness=self.robustness(v))
         if heal_after_s is not None:
             def heal() -> None:
+                # the fault is over: the replicas are ordinary failed ones, which Longhorn
+                # reuses one at a time if the volume still needs them (it may have replaced
+                # them after replica-replenishment-wait-interval)
                 v.faulted_by = 0
                 for r in victims:
-                    self._rebuild(r)
+                    if r.cause == "fault":
+                        r.cause = "failed"
+                if v.degraded_at is not None:
+                    self._schedule_replenish(v, 0.0)
             self.world.runtime.after(float(heal_after_s), heal)
         return [r.name for r in victims]
 

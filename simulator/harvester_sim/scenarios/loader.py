@@ -249,6 +249,17 @@ def normalize(data: dict[str, Any], label: str = "<dict>") -> dict[str, Any]:
                              "attached")
         vols.append(v)
     scn["volumes"] = vols
+    settings = scn.setdefault("settings", {})
+    settings["harvester"] = {k: v if isinstance(v, dict) else {"value": v}
+                             for k, v in (settings.get("harvester") or {}).items()}
+    settings["longhorn"] = dict(settings.get("longhorn") or {})
+    seen_addons: set[tuple[str, str]] = set()
+    for i, a in enumerate(scn.setdefault("addons", [])):
+        key = (a["namespace"], a["name"])
+        if key in seen_addons:
+            raise ValueError(f"scenario {label}: addons[{i}].name: duplicate Addon "
+                             f"{key[0]}/{key[1]}")
+        seen_addons.add(key)
     _check_fault_targets(scn.get("faults") or [], names, label)
     from ..timings import Timings
 
@@ -345,6 +356,7 @@ def _expand_nodes(entries: list[dict[str, Any]], seed: int, cluster: dict[str, A
 def _workload(w: dict[str, Any]) -> dict[str, Any]:
     out = {"namespace": "default", "replicas": 2, "image": "registry.suse.com/suse/nginx:1.21",
            "cpu": "100m", "memory": "128Mi", "nodeSelector": {}, **w}
+    out["labels"] = dict(w.get("labels") or {"app": w["name"]})
     out["pdb"] = dict(w["pdb"]) if w.get("pdb") else None
     if out["pdb"] is not None and not out["pdb"]:
         out["pdb"] = {"minAvailable": max(0, out["replicas"] - 1)}
@@ -399,6 +411,7 @@ def _expand_vms(fleets: list[dict[str, Any]], nodes: list[dict[str, Any]],
     rr = 0
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
+    claims_seen: set[tuple[str, str]] = set()
     for i, f in enumerate(fleets):
         count = int(f.get("count", 1))
         placement = dict(f.get("placement") or {})
@@ -406,6 +419,13 @@ def _expand_vms(fleets: list[dict[str, Any]], nodes: list[dict[str, Any]],
         if pinned and pinned not in by_name:
             raise ValueError(f"scenario {label}: vms[{i}].placement.node: unknown node "
                              f"{pinned!r}")
+        initial = placement.get("initialNode")
+        if initial and initial not in by_name:
+            raise ValueError(f"scenario {label}: vms[{i}].placement.initialNode: unknown node "
+                             f"{initial!r}")
+        if initial and count > 1:
+            raise ValueError(f"scenario {label}: vms[{i}].placement.initialNode: cannot be set "
+                             "when count > 1")
         devices = {"hostDevices": list((f.get("devices") or {}).get("hostDevices") or []),
                    "gpus": list((f.get("devices") or {}).get("gpus") or [])}
         wanted_devs = [d["deviceName"] for d in devices["hostDevices"] + devices["gpus"]]
@@ -429,7 +449,14 @@ def _expand_vms(fleets: list[dict[str, Any]], nodes: list[dict[str, Any]],
             cands = [c for c in base if all(dev_left[c].get(d, 0) > 0 for d in wanted_devs)] \
                 if wanted_devs else base
             node: str | None = None
-            if cands:
+            if initial:
+                # where the VM runs today (an exported cluster): kept as it is, even where
+                # the loader's own placement would not have put it
+                node = initial
+                mem_used[node] += mem_b
+                for d in wanted_devs:
+                    dev_left[node][d] = dev_left[node].get(d, 0) - 1
+            elif cands:
                 fits = [c for c in cands if mem_used[c] + mem_b <= mem_cap[c]] or cands
                 if spread == "pack":
                     node = fits[0]
@@ -451,13 +478,28 @@ def _expand_vms(fleets: list[dict[str, Any]], nodes: list[dict[str, Any]],
                          label, ns, name)
             vols = []
             for j, v in enumerate(f.get("volumes") or [{"size": "10Gi"}]):
-                vols.append({"name": f"{name}-disk-{j}", "size": v.get("size", "10Gi"),
+                claim = v.get("name") or f"{name}-disk-{j}"
+                if v.get("name") and count > 1:
+                    raise ValueError(f"scenario {label}: vms[{i}].volumes[{j}].name: cannot be "
+                                     "set when count > 1")
+                if (ns, claim) in claims_seen:
+                    raise ValueError(f"scenario {label}: vms[{i}].volumes[{j}].name: duplicate "
+                                     f"claim {ns}/{claim}")
+                claims_seen.add((ns, claim))
+                for r, rn in enumerate(v.get("replicaNodes") or []):
+                    if rn not in by_name:
+                        raise ValueError(f"scenario {label}: vms[{i}].volumes[{j}]."
+                                         f"replicaNodes[{r}]: unknown node {rn!r}")
+                cdrom = bool(v.get("cdrom", False))
+                vols.append({"name": claim, "size": v.get("size", "10Gi"),
                              "replicas": int(v.get("replicas", 3)),
                              "accessMode": v.get("accessMode", "ReadWriteMany"),
                              "storageClass": v.get("storageClass", "harvester-longhorn"),
                              "volumeMode": v.get("volumeMode", "Block"),
                              "robustness": v.get("robustness", "healthy"),
-                             "bus": v.get("bus", "virtio")})
+                             "bus": v.get("bus", "sata" if cdrom else "virtio"),
+                             "cdrom": cdrom,
+                             "replicaNodes": list(v.get("replicaNodes") or [])})
             out.append({
                 "name": name, "fleet": f["name"], "namespace": ns,
                 "cpu": int(f.get("cpu", 2)), "memory": mem,
@@ -622,8 +664,9 @@ class _Populator:
         if releases is None:
             rel["kubernetes"] = scn.get("rke2") or rel["kubernetes"]
             rel["rancher"] = scn.get("rancher") or rel["rancher"]
-        extra_ns = {v["namespace"] for v in scn["vms"]} | {w["namespace"]
-                                                           for w in scn["workloads"]}
+        extra_ns = {v["namespace"] for v in scn["vms"]} | \
+            {w["namespace"] for w in scn["workloads"]} | \
+            {a["namespace"] for a in scn.get("addons") or []}
         for ns in BASE_NAMESPACES + sorted(extra_ns - set(BASE_NAMESPACES)):
             self.create(objects.namespace(ns))
         self.crds(installed)
@@ -631,6 +674,7 @@ class _Populator:
             self.create(sc)
         self.create(objects.setting("server-version", installed))
         self.create(objects.serving_ca_secret())
+        self.settings()
         self.nodes(rel)
         self.rancher(rel)
         self.versions()
@@ -653,6 +697,22 @@ class _Populator:
         self.world.extras["crd_components"] = crds.component_files(rel)
         for doc in crds.crds_for(rel):
             self.create(doc)
+
+    def settings(self) -> None:
+        """The scenario's Harvester and Longhorn settings and Addons (created before the
+        controllers start, so Longhorn's defaults do not replace them)."""
+        settings = self.scn.get("settings") or {}
+        for name, s in (settings.get("harvester") or {}).items():
+            if name == "server-version":
+                continue  # harvester.installed
+            self.create(objects.setting(name, s.get("value", ""), s.get("default", "")))
+        for name, value in (settings.get("longhorn") or {}).items():
+            self.create(objects.longhorn_setting(name, value))
+        for a in self.scn.get("addons") or []:
+            out = self.create(objects.addon(a))
+            if out is not None and a.get("status"):
+                self.set_status("harvesterhci.io/v1beta1", "Addon", a["name"], a["namespace"],
+                                {"status": a["status"]})
 
     def nodes(self, rel: dict[str, Any]) -> None:
         for n in self.scn["nodes"]:
@@ -766,7 +826,8 @@ class _Populator:
                     self.set_status("v1", "PersistentVolume", pv, None, pv_obj["status"])
                 self._volume(pv, vol["name"], vm["namespace"], vol["size"], vol["replicas"],
                              vol["accessMode"], vol["robustness"],
-                             vm["initialNode"] if running else None, vm["name"])
+                             vm["initialNode"] if running else None, vm["name"],
+                             vol.get("replicaNodes"))
                 claims.append(vol)
             self.create(objects.virtual_machine(vm, claims))
 

@@ -8,6 +8,7 @@ same scenario always yields the same cluster (machine names, PV names, VM placem
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import re
@@ -86,6 +87,24 @@ def storage_classes() -> list[Obj]:
 def setting(name: str, value: str, default: str = "") -> Obj:
     return {"apiVersion": "harvesterhci.io/v1beta1", "kind": "Setting",
             "metadata": {"name": name}, "default": default, "value": value}
+
+
+def longhorn_setting(name: str, value: str) -> Obj:
+    """A Longhorn setting (``longhorn.io/v1beta2`` Setting in ``longhorn-system``)."""
+    return {"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+            "metadata": {"name": name, "namespace": "longhorn-system"},
+            "value": value, "status": {"applied": True}}
+
+
+def addon(a: dict[str, Any]) -> Obj:
+    """A Harvester Addon (``harvesterhci.io/v1beta1``); the CRD requires every spec field,
+    ``valuesContent`` among them, which a scenario never carries (an exported cluster's values
+    may hold credentials)."""
+    return {"apiVersion": "harvesterhci.io/v1beta1", "kind": "Addon",
+            "metadata": {"name": a["name"], "namespace": a["namespace"]},
+            "spec": {"enabled": bool(a.get("enabled", False)), "chart": a.get("chart", a["name"]),
+                     "version": a.get("version", ""), "repo": a.get("repo", ""),
+                     "valuesContent": ""}}
 
 
 def serving_ca_secret() -> Obj:
@@ -487,8 +506,9 @@ def virtual_machine(vm: dict[str, Any], claims: list[dict[str, Any]]) -> Obj:
     volumes: list[Obj] = []
     boot = 1
     for i, c in enumerate(claims):
+        kind = "cdrom" if c.get("cdrom") else "disk"
         disks.append({"name": f"disk-{i}", "bootOrder": boot if i == 0 else None,
-                      "disk": {"bus": c.get("bus", "virtio")}})
+                      kind: {"bus": c.get("bus", "sata" if kind == "cdrom" else "virtio")}})
         volumes.append({"name": f"disk-{i}", "persistentVolumeClaim": {"claimName": c["name"]}})
     for d in disks:
         if d["bootOrder"] is None:
@@ -574,7 +594,7 @@ def virtual_machine(vm: dict[str, Any], claims: list[dict[str, Any]]) -> Obj:
 
 
 def deployment(w: dict[str, Any]) -> Obj:
-    labels = {"app": w["name"]}
+    labels = dict(w.get("labels") or {"app": w["name"]})
     container: Obj = {"name": w["name"], "image": w["image"],
                       "resources": {"requests": {"cpu": quantity(w["cpu"]),
                                                  "memory": quantity(w["memory"])}}}
@@ -591,7 +611,12 @@ def deployment(w: dict[str, Any]) -> Obj:
 
 
 def pdb(w: dict[str, Any]) -> Obj:
-    spec: Obj = {"selector": {"matchLabels": {"app": w["name"]}}}
-    spec.update(w["pdb"])
+    p = w["pdb"]
+    selector = p.get("selector") or {"matchLabels": dict(w.get("labels") or {"app": w["name"]})}
+    spec: Obj = {"selector": copy.deepcopy(selector)}
+    for key in ("minAvailable", "maxUnavailable"):
+        if key in p:
+            spec[key] = p[key]
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": w["name"], "namespace": w["namespace"]}, "spec": spec}
+            "metadata": {"name": p.get("name") or w["name"], "namespace": w["namespace"]},
+            "spec": spec}
