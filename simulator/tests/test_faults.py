@@ -289,6 +289,17 @@ def test_node_never_returns(run: Callable[..., tuple[testing.Running, Http]]) ->
     assert [f["node"] for f in fired(sim, "node_never_returns")] == ["node-1"]
     r = h.call("GET", "/api/v1/nodes/node-1/proxy/healthz")
     assert r.status == 502  # the kubelet does not answer either
+    # the operator repairs it: the same reboot completes (no second node_reboot), on the OS
+    # the reboot was to boot
+    assert sim.world.faults.clear("node_never_returns") == 1
+    kubelet.repair("node-1")
+    wait_for(lambda: _ready(h, "node-1") == "True", what="node-1 back after its repair")
+    events = sim.world.timeline.snapshot()
+    assert [e["node"] for e in events if e["event"] == "node_reboot"] == ["node-1", "node-2"]
+    assert [e["node"] for e in events if e["event"] == "node_repaired"] == ["node-1"]
+    kubelet.repair("node-2")   # not lost: nothing happens
+    assert [e["node"] for e in sim.world.timeline.snapshot()
+            if e["event"] == "node_repaired"] == ["node-1"]
 
 
 # a toolkit-image program that ends by itself: the image-cleanup script with nothing to remove
@@ -665,6 +676,11 @@ def test_planner_stuck(run: Callable[..., tuple[testing.Running, Http]]) -> None
     assert "rke.cattle.io/drain-options" not in ann("node-2")
     assert not h.get("/api/v1/nodes/node-2")["spec"].get("unschedulable")
     assert {f.get("node") for f in fired(sim, "planner_stuck")} == {"node-2"}
+    # the operator fixes what held the planner: it steps on from where it stopped
+    assert sim.world.faults.clear("planner_stuck") == 1
+    assert sim.world.faults.cleared[0]["target"] == {"node": "node-2"}
+    wait_for(lambda: ann("node-2").get("rke.cattle.io/pre-drain"), what="pre-drain on node-2")
+    assert sim.world.faults.clear("planner_stuck") == 0
 
 
 def test_chart_stuck(run: Callable[..., tuple[testing.Running, Http]]) -> None:
