@@ -720,6 +720,9 @@ def test_fault_added_while_running_and_the_audit_log(
     assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200
     with pytest.raises(ValueError, match="no \\['node'\\]"):
         sim.world.faults.add({"kind": "api_error", "target": {"node": "x"}})
+    # the server records a request once its answer is written, which may be just after
+    # the client has read it
+    wait_for(lambda: len(sim.server.audit) >= 4, what="four audit entries")
     log = [(e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
            for e in sim.server.audit]
     assert log == [("list", "configmaps", 200), ("list", "configmaps", 503),
