@@ -593,12 +593,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.api.count(info.verb, info.full_resource, agent)
             self.api.count_request(agent, f"{info.verb} {info.group}/{info.full_resource}")
+            name = routing.authz_name(info, self.q.get("fieldSelector"))
             ok, why = self.api.authorize(uinfo, AuthzRequest(
                 info.verb, True, info.group, info.resource, info.subresource or "",
-                info.namespace or "", info.name or "", split.path))
+                info.namespace or "", name, split.path))
             if not ok:
                 raise errors.forbidden(user, info.verb, info.full_resource, info.group,
-                                       info.namespace, info.name, why)
+                                       info.namespace, name or None, why)
             ctx = {"verb": info.verb, "resource": info.full_resource, "group": info.group,
                    "namespace": info.namespace or "", "name": info.name or "",
                    "user": user, "user_agent": agent}
