@@ -144,3 +144,105 @@ def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
     text = json.dumps(st)
     assert "forbidden" in text and "virtualmachineimages" in text, st
     assert st.get("currentPhase") in ("ISODownloading", "Failed"), st
+
+
+LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system")
+LABEL = "management.harvesterhci.io/upgrade-plan"
+LH_SETTING = ("longhorn.io/v1beta2", "Setting", "replica-replenishment-wait-interval",
+              "longhorn-system")
+
+
+def _lease(sim: Any) -> dict[str, Any] | None:
+    try:
+        return sim.world.client.get(*LEASE)
+    except Exception:  # noqa: BLE001 - 404
+        return None
+
+
+def _owned(sim: Any, plan: str) -> list[str]:
+    """The plan's objects the abort must delete."""
+    c = sim.world.client
+    out = []
+    for av, kind, ns in [("apps/v1", "Deployment", "harvester-system"),
+                         ("v1", "Service", "harvester-system"),
+                         ("harvesterhci.io/v1beta1", "VirtualMachineImage", "harvester-system"),
+                         ("upgrade.cattle.io/v1", "Plan", "cattle-system"),
+                         ("batch/v1", "Job", "harvester-system")]:
+        out += [f"{kind}/{o['metadata']['name']}" for o in c.list(av, kind, ns)
+                if (o["metadata"].get("labels") or {}).get(LABEL) == plan]
+    return out
+
+
+def _no_403(sim: Any) -> None:
+    assert _forbidden(sim) == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
+
+
+def _aborted(sim: Any) -> dict[str, Any]:
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "Failed", st
+    cond = next(x for x in st.get("conditions") or [] if x["type"] == "Progressing")
+    assert cond["reason"] == "Aborted", cond
+    return plans[0]
+
+
+def test_abort_under_the_service_account(simulator: Any, playbook: Any) -> None:
+    """Cluster phases, then ``-e upgrade_abort=true``, both with only the ServiceAccount's
+    token: the plan's ISO, repo and SUC plans are deleted, the plan ends Failed (Aborted),
+    the lock is released, and not one request is refused."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _docs())
+    env = _sa_env(sim)
+    res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
+    assert res.rc == 0, str(res)
+    name = _plans(sim)[0]["metadata"]["name"]
+    assert _owned(sim, name), "the repo, ISO and preload plan should exist before the abort"
+    res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
+    assert res.rc == 0, str(res)
+    _no_403(sim)
+    _aborted(sim)
+    assert _owned(sim, name) == []
+    assert _lease(sim) is None
+
+
+def test_failed_node_and_abort_under_the_service_account(simulator: Any,
+                                                         playbook: Any) -> None:
+    """The whole upgrade with node-1's OS-upgrade Job failing, then the abort, both under the
+    ServiceAccount: the run ends Failed naming the Job and releases the lock; the abort
+    restores what the node roll held (Longhorn's replenishment wait, Rancher's upgrade
+    strategy), deletes the Jobs and ends Aborted. Not one request is refused on either path
+    (the failure path writes the plan's status, Events and the lock as the happy path
+    does not)."""
+    from harvester_sim.scenarios import loader
+    scenario = loader.load("three-node")
+    scenario.update(name="three-node-rbac-node-job-fail", faults=[
+        {"kind": "node_job_fail", "target": {"node": "node-1", "program": "post-drain"}}])
+    sim = simulator(scenario, speed=SPEED)
+    _apply(sim, _docs())
+    env = _sa_env(sim)
+    before = (sim.world.client.get(*LH_SETTING) or {}).get("value")
+    res = playbook(sim, env=env, timeout=600)
+    assert res.rc != 0, str(res)
+    _no_403(sim)
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "Failed", st
+    assert "node-upgrade-post-drain-node-1" in json.dumps(st), st
+    assert (st.get("nodeUpgradeStatuses") or {}).get("node-1", {}).get("state") \
+        == "PostDrainFailed", st
+    assert _lease(sim) is None, "the failed run did not release the lock"
+    assert (sim.world.client.get(*LH_SETTING) or {}).get("value") != before, \
+        "the node roll should have raised Longhorn's replenishment wait"
+
+    res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
+    assert res.rc == 0, str(res)
+    _no_403(sim)
+    plan = _aborted(sim)
+    assert _owned(sim, plan["metadata"]["name"]) == []
+    assert (sim.world.client.get(*LH_SETTING) or {}).get("value") == before
+    cluster = sim.world.client.get("provisioning.cattle.io/v1", "Cluster", "local",
+                                   "fleet-local")
+    assert not ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy")
+    assert _lease(sim) is None
