@@ -246,3 +246,26 @@ def test_failed_node_and_abort_under_the_service_account(simulator: Any,
                                    "fleet-local")
     assert not ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy")
     assert _lease(sim) is None
+
+
+def test_without_node_proxy_disk_space_fails_naming_it_until_skipped(
+        simulator: Any, playbook: Any) -> None:
+    """An operator may withhold the most powerful read, ``nodes/proxy`` (kubelet API): the
+    pre-flight (a what-if here) disk_space check then fails naming the grant and the way
+    around it, and with ``preflight_skip_checks: [disk_space]`` it passes without a kubelet
+    read."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _without(_docs(), "ClusterRole", None, "", "nodes/proxy", "get"))
+    env = _sa_env(sim)
+    res = playbook(sim, tags="preflight", env=env, timeout=300)
+    assert res.rc != 0, res
+    assert "disk_space" in res.output and "may not get nodes/proxy" in res.output, res
+    assert "preflight_skip_checks: [disk_space]" in res.output, res
+    refused = _forbidden(sim)
+    assert refused == 3, sim.stats()["by_user_agent_request"]   # stats/summary of each node
+
+    assert _plans(sim) == []   # --tags preflight alone is a what-if: nothing created
+    res = playbook(sim, tags="preflight", env=env, timeout=300,
+                   extra_vars={"preflight_skip_checks": ["disk_space"]})
+    assert res.rc == 0, str(res)
+    assert _forbidden(sim) == refused, "a skipped disk_space check still read kubelet stats"

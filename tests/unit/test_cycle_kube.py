@@ -76,3 +76,26 @@ def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() ->
     kube._waiting = 1
     kube.list_with_rv(*POD, label_selector="a=b")
     assert len(dyn.calls) == 3 and dyn.calls[-1]["label_selector"] == "a=b"
+
+
+def test_a_delete_with_preconditions_reaches_the_server() -> None:
+    """The lock's release deletes its Lease with preconditions through the node module's
+    CycleKube (a failing node module releases the lock): they are sent, not refused."""
+    sent: list[dict[str, Any]] = []
+
+    class DelRes:
+        def delete(self, **kw: Any) -> Response:
+            sent.append(kw)
+            return Response({"kind": "Status", "status": "Success"})
+
+    class DelDyn:
+        class resources:   # noqa: N801 - the dynamic client's attribute
+            @staticmethod
+            def get(api_version: str, kind: str) -> DelRes:
+                return DelRes()
+
+    kube = node_cycle.CycleKube(DelDyn())
+    pre = {"uid": "u1", "resourceVersion": "7"}
+    kube.delete("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system",
+                preconditions=pre)
+    assert sent and sent[0]["body"]["preconditions"] == pre, sent
