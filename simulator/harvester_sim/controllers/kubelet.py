@@ -182,7 +182,7 @@ class NodeState:
     name: str
     index: int
     uid: str = ""
-    down: str = ""                 # "" | "reboot" | "restart" | "lost"
+    down: str = ""                 # "" | "reboot" | "restart" | "lost" | "stalled"
     images: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
     image_names: set[str] = field(default_factory=set)
     fs_capacity: int = 250 * GIB
@@ -514,6 +514,10 @@ class Kubelet:
     def _renew(self, name: str) -> None:
         ns = self.nodes.get(name)
         if ns is None or ns.down:
+            return
+        spec = self.world.faults.match("node_not_ready", node=name)
+        if spec is not None:
+            self.stall(name, float(spec.get("seconds", 300)))
             return
         now = self.clock.micro_timestamp()
 
@@ -1284,6 +1288,7 @@ class Kubelet:
                                    new_os_image=new_os_image,
                                    new_kubelet_version=new_kubelet_version)
         self.world.timeline.count("node_reboots")
+        self.world.faults.notify("node_reboot", node=node)
         self._go_down(ns)
         if self.world.faults.match("node_never_returns", node=node) is not None:
             ns.down = "lost"
@@ -1322,6 +1327,22 @@ class Kubelet:
             info["kubeletVersion"] = new_kubelet_version
             info["kubeProxyVersion"] = new_kubelet_version
         self._after(self.timings.rke2_restart_s, lambda: self._come_back(node, info, False))
+        return True
+
+    def stall(self, node: str, seconds: float) -> bool:
+        """The ``node_not_ready`` fault: the kubelet stops posting status for ``seconds``
+        (hung or stopped; its containers keep running), then carries on. The node lifecycle
+        controller (kubernetes ``pkg/controller/nodelifecycle``) marks every condition
+        ``Unknown`` ("Kubelet stopped posting node status.") and taints the node
+        ``node.kubernetes.io/unreachable`` NoSchedule and NoExecute; pods stay, nothing new
+        starts there, the node proxy does not answer. Longhorn keeps the node's replicas
+        (its instance manager runs on), as for a kubelet restart."""
+        ns = self.nodes.get(node)
+        if ns is None or ns.down:
+            return False
+        ns.down = "stalled"
+        self._go_down(ns)
+        self._after(seconds, lambda: self._come_back(node, {}, False))
         return True
 
     def _go_down(self, ns: NodeState, no_execute: bool = True) -> None:

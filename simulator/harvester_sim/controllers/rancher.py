@@ -568,6 +568,8 @@ class RancherPlanner:
             yield lambda: self._hooks_answered(e, pre_hooks, d)
             tl.record("hook_acked", node=e.node, machine=e.machine, hook="pre-drain",
                       annotations=pre_hooks)
+            self.world.faults.notify("hook_acked", node=e.node, machine=e.machine,
+                                     hook="pre-drain")
         yield from self._gate(e)
         if opts.get("enabled"):
             self._progress(e, f"draining {tier} node(s) {e.machine}", desired)
