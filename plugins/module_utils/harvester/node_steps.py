@@ -319,9 +319,12 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
 
 
 def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
-                job_timeout: float = 3600) -> dict[str, Any]:
+                job_timeout: float = 3600, safety_timeout: float | None = None
+                ) -> dict[str, Any]:
     """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation. A pre-drain is
-    answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`)."""
+    answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`) and,
+    with ``safety_timeout``, once it is still safe to take the node down
+    (:func:`wait_safe_to_go_down`: what changed since the evacuation's checks)."""
     plan = writer.refresh()
     fact = fact_for(cluster_facts(kube, plan), node)
     pre_hook, post_hook = hook_names(kube)
@@ -346,6 +349,8 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
         return {"changed": changed, "value": value, "passed": False}
     if hook == "pre-drain":
         job = run_pre_drain_job(kube, writer, node, timeout=job_timeout)
+        if safety_timeout is not None and not kube.check_mode:
+            wait_safe_to_go_down(kube, writer, node, safety_timeout)
         changed = writer.set_node_state(node, "PreDrained") or changed or bool(job["changed"])
     if not kube.check_mode:
         kube.patch("v1", "Secret", fact["machine_plan_secret"],
@@ -518,6 +523,7 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                                   "retries it"}
         wait_volumes_safe(kube, node, 0)
         wait_pdbs(kube, node, 0)
+        wait_nodes_ready(kube, node, 0)
     except WaitTimeout as exc:
         return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
     check_phase(writer.refresh())
@@ -818,6 +824,39 @@ def _volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any
         if healthy and len(healthy) > len(on_node):
             return None     # a healthy replica survives elsewhere
     return f"volume {name} is {robust}"
+
+
+def wait_nodes_ready(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
+    """Wait (watch) until every node but ``node`` is Ready. A node whose kubelet stopped
+    posting status may be down for good: taking another one down as well could cost the
+    workloads' capacity and, with control-plane nodes, etcd's quorum."""
+    def not_ready(view: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+        return sorted((n.get("metadata") or {}).get("name") or "" for n in view["Node"].values()
+                      if (n.get("metadata") or {}).get("name") != node and
+                      not no.node_ready(n))
+
+    nodes = kube.items("v1", "Node")
+    if not not_ready({"Node": {str(i): n for i, n in enumerate(nodes)}}):
+        return {"waited": False}
+    kube.wait([Source("v1", "Node")], lambda v: not not_ready(v), timeout=timeout,
+              what=f"every other node to be Ready before node {node} goes down",
+              describe=lambda v: "not Ready: " + ", ".join(not_ready(v)))
+    return {"waited": True}
+
+
+def wait_safe_to_go_down(kube: Kube, writer: PlanWriter, node: str, timeout: float
+                         ) -> dict[str, Any]:
+    """Right before Rancher is let drain ``node``: every other node Ready and no attached
+    volume left with its last healthy replica there (a replica lost, or a node gone
+    NotReady, after the evacuation's checks). Past ``timeout`` the node fails
+    ``PreDrainFailed``, naming what is not safe."""
+    try:
+        nodes = wait_nodes_ready(kube, node, timeout)
+        vols = wait_volumes_safe(kube, node, timeout)
+    except WaitTimeout as exc:
+        writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
+        raise
+    return {"waited_for_nodes": nodes["waited"], "waited_for_volumes": vols["waited"]}
 
 
 def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
