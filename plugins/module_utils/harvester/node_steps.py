@@ -538,6 +538,11 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     if not job["complete"]:
         return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
                               f"waits for it ({job.get('why') or 'running'})"[:300]}
+    try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
+        wait_nodes_ready(kube, node, 0)
+        wait_volumes_safe(kube, node, 0)
+    except WaitTimeout as exc:
+        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
     ans = answer_hook(kube, writer, node, "pre-drain")
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")

@@ -230,12 +230,15 @@ class ApiServer:
         faults = getattr(self.world, "faults", None)
         if faults is None:
             return
+        ctx = {"endpoint": "apiserver"}
         while not self.stopping.wait(0.05):
-            for kind in ("api_restart", "api_outage"):
-                spec = self._fault(kind, {"endpoint": "apiserver"})
-                if spec is not None:
-                    self.outage(kind, spec)
-                    break
+            spec = self._fault("api_restart", ctx)
+            if spec is not None:
+                self.outage("api_restart", spec)
+                continue
+            spec = self._fault("api_outage", ctx)
+            if spec is not None:
+                self.outage("api_outage", spec)
 
     def outage(self, kind: str, spec: dict[str, Any]) -> None:
         """Go down for ``seconds`` simulated seconds, then serve again on the same port.

@@ -72,6 +72,7 @@ STATUS_REPORT_MIN_WALL_S = 10.0
 RESTART_BACKOFF_S = 10.0
 RESTART_BACKOFF_MAX_S = 300.0
 KUBELET_PORT = 10250
+FAULT_POLL_S = 5.0               # how often the node_not_ready fault is asked for
 UNREACHABLE = "node.kubernetes.io/unreachable"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 DISK_USED_ANNOTATION = "sim.harvesterhci.io/disk-used-bytes"       # set by the scenario
@@ -231,6 +232,7 @@ class Kubelet:
         self.nodes_inf.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)
         world.runtime.call_soon(self._initial_sync)
+        self._after(FAULT_POLL_S, self._poll_faults)
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> str:
@@ -514,10 +516,6 @@ class Kubelet:
     def _renew(self, name: str) -> None:
         ns = self.nodes.get(name)
         if ns is None or ns.down:
-            return
-        spec = self.world.faults.match("node_not_ready", node=name)
-        if spec is not None:
-            self.stall(name, float(spec.get("seconds", 300)))
             return
         now = self.clock.micro_timestamp()
 
@@ -1328,6 +1326,19 @@ class Kubelet:
             info["kubeProxyVersion"] = new_kubelet_version
         self._after(self.timings.rke2_restart_s, lambda: self._come_back(node, info, False))
         return True
+
+    def _poll_faults(self) -> None:
+        """Ask for ``node_not_ready`` for every node that is up (every ``FAULT_POLL_S``)."""
+        self._after(FAULT_POLL_S, self._poll_faults)
+        faults = self.world.faults
+        if not faults.active("node_not_ready"):
+            return
+        for name in sorted(self.nodes):
+            if self.nodes[name].down:
+                continue
+            spec = faults.match("node_not_ready", node=name)
+            if spec is not None:
+                self.stall(name, float(spec.get("seconds", 300)))
 
     def stall(self, node: str, seconds: float) -> bool:
         """The ``node_not_ready`` fault: the kubelet stops posting status for ``seconds``
