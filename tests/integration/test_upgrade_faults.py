@@ -210,6 +210,10 @@ def _run(name: str, run_playbook: Callable[..., Any]) -> FaultRun:
         if spec.rerun and res.rc != 0:
             st = plan_of(sim).get("status") or {}
             first = (res.rc, res.output, str(st.get("currentPhase") or ""))
+            # as an operator would: re-run once the API server answers again
+            deadline = time.monotonic() + 300
+            while sim.server.down and time.monotonic() < deadline:
+                time.sleep(0.5)
             res = run_playbook(sim, "upgrade.yml", extra_vars=spec.extra_vars or None,
                                timeout=600, env=spec.env or None)
         plan = plan_of(sim)
