@@ -507,10 +507,10 @@ def report_figures(report: dict[str, Any], agents: Callable[[str], bool]) -> dic
     inv = report.get("invariants") or {}
     viol = report.get("invariant_violations") or []
     expected = int(inv.get("vms_expected_running") or 0)
-    # not running at the end: the monitor's violations, plus VMs stopped explicitly and
-    # never started again (the monitor does not count those as violations)
+    # not running at the end: the monitor's violations (stopped and never restarted
+    # included), plus VMs deleted (the monitor does not count those as violations)
     not_running = sum(1 for v in viol if v.get("kind") == "vm_not_running_at_end") + sum(
-        1 for st in (inv.get("explicit_stops") or {}).values() if "restarted_at" not in st)
+        1 for st in (inv.get("explicit_stops") or {}).values() if st.get("how") == "deleted")
     by_agent = (report.get("api_requests") or {}).get("by_user_agent") or {}
     stopped = {str(ev.get("vm")) for ev in report.get("timeline") or []
                if ev.get("event") == "vm_stopped"}

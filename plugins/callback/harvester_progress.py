@@ -180,8 +180,10 @@ class Progress:
         if module == "finalize":   # the VMs it awaited after the node loop started them
             self.restored.update(_vm_key(vm) for vm in res.get("restored") or [])
             self.restore_failed.update(_vm_key(vm) for vm in res.get("failed") or [])
-        if module == "vm_restore" or (module == "node_cycle" and not res.get("paused")
-                                      and res.get("status") != "no_plan"):
+        # a node is done when its cycle (or restore) ended well: not a failed one
+        if not res.get("failed") and (module == "vm_restore" or (
+                module == "node_cycle" and not res.get("paused")
+                and res.get("status") != "no_plan")):
             for vm in res.get("restored") or []:
                 self.restored.add(_vm_key(vm))
             for vm in res.get("failed") or []:

@@ -14,7 +14,9 @@ options:
   force:
     description:
       - Run the phase even if the plan has not reached it yet (out of order).
-      - For C(image_preload), also skip the upgrade-eligibility (version) check.
+      - For C(image_preload), also lift the upgrade-eligibility (version) rules, except a
+        downgrade and a version skip (plan annotations
+        C(harvester-upgrade.harvesterhci.io/allow-downgrade), C(allow-version-skip)).
     type: bool
     default: false
   timeout:

@@ -49,7 +49,8 @@ BOOLS = ("true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"
 BOOL_VARS = frozenset({
     "upgrade_restore_vm", "upgrade_force", "upgrade_force_phase", "node_upgrade_target_aware",
     "node_upgrade_restore_fail_on_error", "upgrade_abort_force", "upgrade_abort",
-    "upgrade_lock", "upgrade_abort_restore_vms",
+    "upgrade_lock", "upgrade_abort_restore_vms", "upgrade_allow_downgrade",
+    "upgrade_allow_version_skip", "upgrade_allow_unverified_iso", "upgrade_resume_failed",
 })
 # may be empty: "" means "automatic"/"kubernetes.core default"
 OPTIONAL_BOOL_VARS = frozenset({"upgrade_what_if", "upgrade_validate_certs"})

@@ -10,9 +10,12 @@ module: image_preload
 short_description: Pull the new release's images on every node (phase ImagePreload)
 version_added: 0.1.0
 description:
-  - Checks upgrade eligibility (previous version, target, C(minUpgradableVersion)) unless
-    O(force), C(spec.force) or annotation C(harvesterhci.io/skip-version-check) is set; a
-    refusal sets the plan C(Failed).
+  - Checks upgrade eligibility (previous version, target, C(minUpgradableVersion)); O(force),
+    C(spec.force) or annotation C(harvesterhci.io/skip-version-check) lift its rules except a
+    downgrade and a target whose C(minUpgradableVersion) is above the running release, which
+    only the plan's annotations C(harvester-upgrade.harvesterhci.io/allow-downgrade) and
+    C(harvester-upgrade.harvesterhci.io/allow-version-skip) allow; a refusal sets the plan
+    C(Failed).
   - Creates system-upgrade-controller Plan C(<plan>-image-preload) in C(cattle-system)
     (C(upgrade_node.sh prepare), concurrency from C(spec.imagePreloadOption.concurrency),
     unset or 0 means all nodes, negative skips the phase) and waits for its C(Complete) condition.

@@ -21,7 +21,16 @@ description:
   - Skip annotations are honoured in both spellings
     (C(management.harvesterhci.io/skip-webhook) or C(harvesterhci.io/skipWebhook),
     C(skip-single-replica-detached-vol), C(skip-garbage-collection-threshold-check),
-    C(min-certs-expiration-in-day)). O(force) skips the version check only.
+    C(min-certs-expiration-in-day)).
+  - Version check - O(force) (C(spec.force)) lifts its rules except a downgrade and a target
+    whose C(minUpgradableVersion) is above the running release, which need the plan's
+    annotations C(harvester-upgrade.harvesterhci.io/allow-downgrade) and
+    C(harvester-upgrade.harvesterhci.io/allow-version-skip) (O(allow_downgrade),
+    O(allow_version_skip) in a what-if). Check C(iso_verified) fails when the Version's ISO
+    would be downloaded unverified (no SHA-512 C(isoChecksum)) unless annotation
+    C(harvester-upgrade.harvesterhci.io/allow-unverified-iso) (O(allow_unverified_iso)).
+  - A check that cannot read what it checks fails, naming the kind (for example Longhorn's
+    C(Volume) CRD missing fails C(volumes_healthy)), never passes on no data.
   - With a plan in C(Initializing), records C(status.version), C(previousVersion),
     C(singleNode), then completes Initialize (C(Initialized)) or sets the plan C(Failed)
     with the failed checks. With a plan past Initialize, the checks are re-run and only
@@ -48,6 +57,19 @@ options:
     description: Extra skip/override annotations, as if set on the plan.
     type: dict
     default: {}
+  allow_downgrade:
+    description: What-if value of the plan's allow-downgrade switch (a plan's own is read
+      from its annotations).
+    type: bool
+    default: false
+  allow_version_skip:
+    description: What-if value of the plan's allow-version-skip switch.
+    type: bool
+    default: false
+  allow_unverified_iso:
+    description: What-if value of the plan's allow-unverified-iso switch.
+    type: bool
+    default: false
   skip_checks:
     description: Names of checks to skip (see RV(checks)).
     type: list
@@ -98,7 +120,8 @@ checks:
       type: list
       elements: str
     family:
-      description: C(webhook), C(controller), C(version) or C(info) (informational, never fails).
+      description: C(webhook), C(controller), C(version), C(coexistence), C(input) or
+        C(info) (informational, never fails).
       type: str
 failed_checks:
   description: Names of the failed checks.
@@ -143,6 +166,9 @@ def main() -> None:
             restore_vm={"type": "bool", "default": False},
             pause_nodes={"type": "list", "elements": "str", "default": []},
             annotations={"type": "dict", "default": {}},
+            allow_downgrade={"type": "bool", "default": False},
+            allow_version_skip={"type": "bool", "default": False},
+            allow_unverified_iso={"type": "bool", "default": False},
             skip_checks={"type": "list", "elements": "str", "default": []}),
         supports_check_mode=True)
     p = module.params

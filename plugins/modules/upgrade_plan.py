@@ -22,12 +22,28 @@ description:
     O(version)/O(image) the target is the newest C(Version) in C(harvester-system) newer
     than Setting C(server-version); if there is none the cluster is reported up to date.
     A new plan enters C(Initializing) at once (Progressing, Degraded, Available conditions).
+  - C(action=ensure) continues a plan that failed mid-roll (see O(resume_failed)). When the
+    newest plan ended C(Failed) (not C(Aborted)) in C(NodeUpgrading), it is taken back to
+    C(NodeUpgrading) (C(Progressing=True), Event C(UpgradeResumed)); each failed node goes back
+    to the state before the step that failed (C(PreDrainFailed) to C(ImagePreloaded) when
+    Rancher never asked to drain it, else C(PreDraining); C(PostDrainFailed) to
+    C(PreDrained), or C(PostDrained) when only Rancher's uncordon was awaited) and its node
+    Jobs that did not complete are deleted so they run again.
+    Nodes already upgraded are left as they are. A request for another O(version) or O(name)
+    is refused, naming the failed plan.
+  - C(action=ensure) never reports a part-way upgraded cluster as up to date. With no newer
+    Version it fails, changing nothing, when the newest plan to the running release did not
+    succeed, a node's OS or kubelet is not that release's, or Rancher's cluster
+    C(fleet-local/local) is not C(Updated).
   - C(action=ensure) also finishes the deletion of plans deleted with C(kubectl delete) (held
     C(Terminating) by the finalizer C(harvester-upgrade.harvesterhci.io/cleanup)) - it cleans up as
     upgrade-toolkit's finalizer does (the upgrade resources, the VMs the collection shut down
     started again, its drain taint removed), removes the finalizer (the garbage collector
     deletes what the plan owns) and reports them in RV(deleted). A plan deleted mid-upgrade
     (ClusterUpgrading/NodeUpgrading) stops the run naming it, as the toolkit refuses it.
+  - A new plan records the cluster it belongs to (annotation
+    C(harvester-upgrade.harvesterhci.io/cluster-uid), the uid of Namespace C(kube-system));
+    every action on a plan recorded on another cluster fails, naming both, and writes nothing.
   - C(action=read) returns a plan (O(name) or the active one) and where it stands.
   - C(action=transition) enters (O(to=active)) or completes (O(to=completed)) a phase,
     with the toolkit's Events; C(action=fail) sets the plan C(Failed) with O(condition_message);
@@ -69,13 +85,45 @@ options:
     type: bool
     default: false
   force:
-    description: C(spec.force), skip the version eligibility check.
+    description:
+      - C(spec.force), lift the version eligibility rules except two, which each have their
+        own switch - a downgrade (O(allow_downgrade)) and a target whose
+        C(minUpgradableVersion) is above the running release (O(allow_version_skip)).
+    type: bool
+    default: false
+  allow_downgrade:
+    description:
+      - Allow a target older than the running release. Recorded on the new plan as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-downgrade), which the pre-flight check and
+        ImagePreload's check read.
+    type: bool
+    default: false
+  allow_version_skip:
+    description:
+      - Allow a target whose C(minUpgradableVersion) is above the running release (skipping a
+        release the upgrade path requires). Recorded as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-version-skip).
+    type: bool
+    default: false
+  allow_unverified_iso:
+    description:
+      - Allow a Version whose ISO cannot be verified (no SHA-512 C(isoChecksum)); without it
+        such a request is refused. Recorded as annotation
+        C(harvester-upgrade.harvesterhci.io/allow-unverified-iso), which the pre-flight check
+        and ISODownload read.
     type: bool
     default: false
   annotations:
     description: Annotations of a new plan (skip/override annotations of the toolkit).
     type: dict
     default: {}
+  resume_failed:
+    description:
+      - For C(ensure), continue the newest plan when it ended C(Failed) in C(NodeUpgrading)
+        (after the operator fixed the cause). C(false) stops instead, naming the plan and
+        its failure, and changes nothing.
+    type: bool
+    default: true
   install_crd:
     description: Install the UpgradePlan CRD when the cluster does not serve it.
     type: bool
@@ -159,6 +207,19 @@ up_to_date:
     else is to be done in this run.
   returned: I(action=ensure)
   type: bool
+resumed:
+  description: C(ensure) took a plan that had failed in C(NodeUpgrading) back to that phase.
+  returned: I(action=ensure)
+  type: bool
+retried_nodes:
+  description: Failed nodes set back for a retry, with the state each starts from.
+  returned: when a plan was resumed
+  type: dict
+deleted_jobs:
+  description: Node Jobs of the failed nodes that had not completed, deleted to run again.
+  returned: when a plan was resumed
+  type: list
+  elements: str
 deleted:
   description: Plans that had been deleted (C(Terminating), held by the collection's finalizer
     C(harvester-upgrade.harvesterhci.io/cleanup)) and that C(ensure) cleaned up as
@@ -203,6 +264,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     phases,
     plan_cleanup,
     plan_input,
+    plan_resume,
     plan_status,
     plan_writer,
     versions,
@@ -213,6 +275,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
+    NotServed,
 )
 
 
@@ -277,9 +340,95 @@ def finish_deleted(module: AnsibleModule, kube: Kube, deleted: list[dict[str, An
                     "else is done in this run, run again to start a new upgrade")}
 
 
+def _stopped_message(plan: dict[str, Any]) -> str:
+    name = plan["metadata"]["name"]
+    return (f"UpgradePlan {name} to {plan_resume.plan_version(plan) or '?'} failed in "
+            f"{plan_resume.failed_in(plan)}: {plan_status.failure_message(plan)}")
+
+
+def resume_failed(module: AnsibleModule, kube: Kube, plan: dict[str, Any],
+                  result: dict[str, Any]) -> dict[str, Any]:
+    """The newest plan failed mid-roll: continue it (the operator fixed the cause), or stop
+    naming it. Never a new plan: the cluster is part-way to the failed plan's release."""
+    p = module.params
+    name = plan["metadata"]["name"]
+    have = plan_resume.plan_version(plan)
+    stopped = _stopped_message(plan)
+    if (p.get("name") and p["name"] != name) or (p.get("version") and have
+                                                   and p["version"] != have):
+        module.fail_json(msg=f"{stopped}. The cluster is part-way upgraded: continue that plan "
+                         "(run again without upgrade_version/upgrade_plan_name) or abort it "
+                         "(playbooks/abort.yml -e upgrade_abort_force=true) before another "
+                         "upgrade", plan=name)
+    if not p["resume_failed"]:
+        module.fail_json(msg=f"{stopped}. Fix the cause, then run again with "
+                         "upgrade_resume_failed=true (the default) to continue it", plan=name)
+    resets = plan_resume.node_resets(plan.get("status") or {})
+    jobs = plan_resume.stale_node_jobs(
+        kube.list("batch/v1", "Job", c.UPGRADE_NS,
+                  label_selector=f"{c.LABEL_PLAN}={name},"
+                                 f"{c.LABEL_COMPONENT}={c.COMPONENT_NODE_UPGRADE}"),
+        list(resets))
+    job_names = [j["metadata"]["name"] for j in jobs]
+    out = {**result, "resumed": True, "retried_nodes": resets, "deleted_jobs": job_names,
+           "changed": True}
+    if module.check_mode:
+        return {**out, **describe(plan),
+                "msg": f"would resume UpgradePlan {name} in NodeUpgrading ({stopped}); would "
+                       f"retry {resets or 'no node'}, deleting Jobs {job_names or 'none'}"}
+    lock.hold(kube, module)
+    plan_cleanup.add_finalizer(kube, plan, False)
+    for job in job_names:   # a failed or hung Job of the failed step: its step runs it anew
+        kube.delete("batch/v1", "Job", job, c.UPGRADE_NS)
+    for job in job_names:   # the step creates a Job of the same name: wait until it is gone
+        for _attempt in range(60):
+            if kube.get("batch/v1", "Job", job, c.UPGRADE_NS) is None:
+                break
+            time.sleep(0.5)
+        else:
+            module.fail_json(msg=f"Job {c.UPGRADE_NS}/{job} still exists 30s after its "
+                             "deletion; the plan was not resumed", plan=name)
+    writer = plan_writer.PlanWriter(kube, plan_writer.resolve(kube, name) or plan)
+    writer.update(lambda s: plan_resume.resume_status(s, resets, writer.now(),
+                                                      writer.generation))
+    return {**out, **describe(writer.plan), "events": writer.recorder.emitted,
+            "msg": f"resumed UpgradePlan {name} in NodeUpgrading after its failure "
+                   f"({plan_status.failure_message(plan)}); retrying "
+                   + (", ".join(f"{n} from {st}" for n, st in resets.items()) or "no node")
+                   + (f"; deleted Jobs {', '.join(job_names)}" if job_names else "")}
+
+
+def _rancher_cluster(kube: Kube) -> dict[str, Any] | None:
+    try:
+        return kube.get("provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")
+    except NotServed:
+        return None
+
+
+def not_up_to_date(module: AnsibleModule, kube: Kube, running: str,
+                   plans: list[dict[str, Any]]) -> None:
+    """No Version is newer than ``running``: fail (nothing written) unless the cluster is at
+    that release, so a run after a failure mid-roll never ends "up to date" with exit 0."""
+    problems = plan_resume.not_at_release(running, plans, kube.list("v1", "Node"),
+                                          _rancher_cluster(kube))
+    if not problems:
+        return
+    last = plan_resume.newest(plans)
+    hint = ""
+    if last is not None and plan_resume.aborted(last):
+        hint = (f" UpgradePlan {last['metadata']['name']} was aborted part-way; Rancher keeps "
+                "rolling the nodes it was asked to. See docs/recovery.md")
+    else:
+        hint = " See docs/recovery.md"
+    module.fail_json(msg=f"no Version newer than {running} in {c.UPGRADE_NS}, but the cluster "
+                     f"is not at {running}: " + "; ".join(problems) + ". Nothing was changed."
+                     + hint, up_to_date=False, problems=problems)
+
+
 def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     p = module.params
-    result: dict[str, Any] = {"created": False, "up_to_date": False, "changed": False}
+    result: dict[str, Any] = {"created": False, "up_to_date": False, "changed": False,
+                              "resumed": False}
     # The first module of a run: re-read discovery. The client's discovery cache is a file
     # keyed by server address and OS user only, so it may describe another cluster that was
     # at this address before (a tunnel, a recreated cluster, a simulator on a reused port), or
@@ -306,6 +455,9 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         changed = plan_cleanup.add_finalizer(kube, active, module.check_mode)
         return {**result, **describe(active), "changed": changed,
                 "msg": f"adopted active UpgradePlan {name}"}
+    failed = plan_resume.resumable(plans)
+    if failed is not None:   # failed mid-roll: continue it, never start another one
+        return resume_failed(module, kube, failed, result)
     try:
         plan_input.new_plan_request(kube, p, running)
     except plan_input.InputError as exc:
@@ -322,6 +474,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         names = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)]
         version = versions.newest_target(names, running or "")
         if not version:   # up to date: nothing is written, not even the lock
+            not_up_to_date(module, kube, running or "", plans)
             return {**result, "plan": None, "up_to_date": True,
                     "msg": f"no Version newer than {running} in {c.UPGRADE_NS}; the cluster "
                     "is up to date"}
@@ -341,7 +494,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     spec = manifests.plan_spec(version, p.get("image"), p.get("toolkit_tag"),
                                p.get("image_preload_concurrency"), p["pause_nodes"],
                                p["restore_vm"], p["force"])
-    obj = manifests.upgrade_plan(p.get("name"), spec, p.get("annotations"))
+    obj = manifests.upgrade_plan(p.get("name"), spec, plan_input.plan_annotations(kube, p))
     if p["install_crd"]:
         result["changed"] = ensure_crd(kube, module.check_mode)
     if module.check_mode:
@@ -365,8 +518,12 @@ def main() -> None:
             pause_nodes={"type": "list", "elements": "str", "default": []},
             restore_vm={"type": "bool", "default": False},
             force={"type": "bool", "default": False},
+            allow_downgrade={"type": "bool", "default": False},
+            allow_version_skip={"type": "bool", "default": False},
+            allow_unverified_iso={"type": "bool", "default": False},
             annotations={"type": "dict", "default": {}},
             install_crd={"type": "bool", "default": True},
+            resume_failed={"type": "bool", "default": True},
             phase={"type": "str"},
             to={"type": "str", "choices": ["active", "completed"], "default": "active"},
             condition_message={"type": "str", "default": ""},
@@ -380,7 +537,7 @@ def main() -> None:
     try:
         kube = Kube.from_module(module)
         if p["action"] == "ensure":
-            module.exit_json(events=[], **ensure(module, kube))
+            module.exit_json(**{"events": [], **ensure(module, kube)})
         plan = plan_writer.resolve(kube, p.get("name"))
         if plan is None:
             if p["action"] == "read":

@@ -9,6 +9,11 @@ Interface used by controllers, programs and the API server:
   server's ``api_error``); both are rolled on every call.
 * ``faults.notify(event, **ctx)`` tells the fault engine that something happened (e.g.
   ``migration_started`` with ``node=``), arming faults triggered "on event".
+* ``faults.clear(kind, **target)`` removes faults (the operator fixed the cause): from then on
+  ``match`` no longer returns them. What a fault already did stays done unless the component
+  that asked for it models the fix (``planner_stuck``: the planner steps again;
+  ``node_never_returns``: ``Kubelet.repair`` powers the node back on); a program that hangs
+  keeps hanging until its pod is deleted, as a hung process does.
 
 The scenario format (kind + target + trigger) is documented in ``docs/scenarios.md``.
 """
@@ -69,6 +74,8 @@ class Faults:
             s.setdefault("_armed", "on" not in (s.get("trigger") or {}))
             s.setdefault("_fired", 0)
         self.fired: list[dict[str, Any]] = []
+        self.cleared: list[dict[str, Any]] = []
+        self._clear_listeners: list[Callable[[str], None]] = []
 
     def add(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Switch a fault on while the world runs (a test provoking an outage at a moment of
@@ -86,8 +93,14 @@ class Faults:
         return s
 
     def remove(self, spec: dict[str, Any]) -> None:
+        """Switch one live spec (from :meth:`add`) off; as :meth:`clear` for that spec."""
         with self._lock:
-            self.specs = [s for s in self.specs if s is not spec]
+            kept = [s for s in self.specs if s is not spec]
+            gone = len(kept) != len(self.specs)
+            self.specs = kept
+            listeners = list(self._clear_listeners) if gone else []
+        for fn in listeners:
+            fn(str(spec.get("kind") or ""))
 
     def _target_matches(self, spec: dict[str, Any], ctx: dict[str, Any]) -> bool:
         target = spec.get("target") or {}
@@ -129,6 +142,32 @@ class Faults:
                     k: v for k, v in ctx.items() if isinstance(v, (str, int, float))}})
                 return s
         return None
+
+    def clear(self, kind: str, **target: Any) -> int:
+        """Remove the faults of ``kind`` whose ``target`` has every key/value of ``target``
+        (none given: all of that kind). Returns how many were removed; each removal is
+        appended to ``cleared`` (``{"kind", "t", "target"}``)."""
+        with self._lock:
+            gone = [s for s in self.specs if s.get("kind") == kind and all(
+                str((s.get("target") or {}).get(k)) == str(v) for k, v in target.items())]
+            for s in gone:
+                self.specs.remove(s)
+                self.cleared.append({"kind": kind, "t": round(self.clock.now(), 3),
+                                     "target": dict(s.get("target") or {})})
+            listeners = list(self._clear_listeners) if gone else []
+        for fn in listeners:
+            fn(kind)
+        return len(gone)
+
+    def on_clear(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(kind)`` after faults of ``kind`` were cleared (on the caller's thread)."""
+        with self._lock:
+            self._clear_listeners.append(fn)
+
+    def present(self, kind: str) -> bool:
+        """Whether a fault of ``kind`` is still configured (not cleared), armed or not."""
+        with self._lock:
+            return any(s.get("kind") == kind for s in self.specs)
 
     def active(self, kind: str) -> list[dict[str, Any]]:
         """Specs of ``kind`` (for always-on faults such as API latency)."""

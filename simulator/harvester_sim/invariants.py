@@ -5,19 +5,35 @@
 in commit order, independent of any controller. Violations are dicts
 ``{"kind", "t" (simulated s), "message", ...objects}`` in :attr:`Monitor.violations`:
 
+``monitor_error``
+    a check itself crashed (a handler raised on a store event, or an end check raised): the
+    monitor cannot vouch for what it did not check, so the crash is a violation, never a log
+    line only. One per (where, error), with ``count`` of the repeats.
 ``vmi_on_two_nodes``
     launcher pods of one VMI Running on two nodes for longer than
     ``invariants.dual_running_grace_s`` (default 60 s) with no migration of that VMI in
-    progress (during a live migration source and target pods legitimately overlap).
+    progress, or, while a migration is in progress, for longer than KubeVirt lets a migration
+    run before it cancels it (``migration_completion_timeout_per_gib_s``, default 150 s per
+    GiB of guest memory, KubeVirt's ``MigrationCompletionTimeoutPerGiB`` in
+    ``pkg/virt-config/virt-config.go``) plus that grace: a hung migration does not hold the
+    timer back for ever. The timer starts when the second node's launcher runs; when the
+    migration ends, the launcher it leaves behind gets ``dual_running_grace_s`` from then.
 ``vm_killed``
     a Running VM lost its guest: its active launcher pod was deleted without graceful
     termination (forced delete, node reboot), its pod or VMI went Failed, or a controller
     recorded a ``vm_killed`` timeline event.
+``vm_restarted_not_migrated``
+    the guest of a VM that ran at the start stopped (VMI Running -> Succeeded/Failed or
+    deleted while Running; runStrategy ``Halted``, a VMI delete, a launcher pod deleted
+    without migration) while its VMI was ``LiveMigratable=True`` and another node could take
+    it (Ready, schedulable, no ``kubevirt.io/drain`` taint, matching the VMI's nodeSelector
+    and required node affinity, its NoSchedule/NoExecute taints tolerated): it should have
+    been live-migrated. A kill (``vm_killed``) and a deleted VM are not counted again.
 ``vm_not_running_at_end``
     (from :meth:`Monitor.check_end`, at report time) a VM that was to run at start is not
-    running and nobody stopped it explicitly (runStrategy set to ``Halted`` or
-    ``spec.running: false``, or the VM deleted). Explicit stops are kept in
-    :attr:`Monitor.explicit_stops` with who made them.
+    running: never stopped, or stopped (runStrategy set to ``Halted`` or ``spec.running:
+    false``) and never restarted, or restarted and never came back. Only a deleted VM is
+    exempt. Explicit stops are kept in :attr:`Monitor.explicit_stops` with who made them.
 ``volume_without_healthy_replica``
     a Longhorn volume became ``faulted`` or lost its last healthy replica.
 ``pdb_violated``
@@ -25,8 +41,35 @@ in commit order, independent of any controller. Violations are dicts
     disrupted (deleted or killed) on a cordoned or NotReady node without an eviction that
     the budget granted (the eviction API records granted evictions in
     ``status.disruptedPods``).
-``too_many_cordoned``
-    more nodes cordoned at once than ``invariants.max_cordoned`` (default 1).
+``too_many_unavailable``
+    more nodes unavailable at once than ``invariants.max_unavailable`` (default:
+    ``max_cordoned``, 1); a node is unavailable while it is cordoned, NotReady or carries the
+    ``kubevirt.io/drain`` taint. Once per episode.
+``etcd_quorum_lost``
+    more etcd members (nodes labelled ``node-role.kubernetes.io/etcd=true``) NotReady at once
+    than the cluster tolerates (``(members - 1) // 2``); checked with 3 or more members (with
+    fewer, any member down loses quorum and a node upgrade cannot avoid it). Once per
+    episode.
+
+End state (from :meth:`Monitor.check_end`, only when the newest UpgradePlan is
+``Succeeded``: a Failed or running upgrade keeps its holds on purpose, for the resume):
+
+``volume_not_fully_replicated``
+    a Longhorn volume has fewer replicas without ``failedAt`` than ``spec.numberOfReplicas``,
+    or is attached and not ``healthy`` (a volume already short at the start must only not be
+    worse).
+``setting_not_restored``
+    a Longhorn Setting's ``value`` or the ``kube-system/descheduler`` Addon's
+    ``spec.enabled`` differs from its value when the monitor started.
+``upgrade_taint_left``
+    a node still carries the ``kubevirt.io/drain`` taint.
+``hook_annotation_left``
+    a machine-plan Secret (type ``rke.cattle.io/machine-plan``) still carries a Rancher
+    drain annotation (``rke.cattle.io/drain-options``, ``pre-drain``, ``drain-done``,
+    ``uncordon``, ``post-drain``, ``drain-error``) or a drain-hook answer (the annotations
+    named in the provisioning cluster's ``preDrainHooks`` / ``postDrainHooks``).
+``node_left_cordoned``
+    a node is cordoned that was not at the start.
 
 Who made a change: the store does not know its caller, so the monitor asks
 ``world.extras['request_actor']()`` (the API server may provide it: the user agent of the
@@ -37,10 +80,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from .api.selectors import from_label_selector_dict
+from .controllers.kubevirt import vmi_memory_mib
+from .controllers.podutil import node_affinity_matches, tolerates
 
 log = logging.getLogger("harvester_sim.invariants")
 
@@ -50,6 +97,19 @@ Key = tuple[str, str]
 KV = "kubevirt.io"
 STOPPED_STRATEGIES = ("Halted",)
 FINAL_MIGRATION_PHASES = ("Succeeded", "Failed")
+# KubeVirt's default (pkg/virt-config/virt-config.go MigrationCompletionTimeoutPerGiB): a
+# migration still running after this many seconds per GiB of guest memory is cancelled
+MIGRATION_COMPLETION_TIMEOUT_PER_GIB_S = 150.0
+DRAIN_TAINT = "kubevirt.io/drain"
+ETCD_LABEL = "node-role.kubernetes.io/etcd"
+MACHINE_PLAN_TYPE = "rke.cattle.io/machine-plan"
+# Rancher's drain annotations on a machine-plan Secret (rancher/rancher pkg/capr/planner
+# drain.go, pkg/controllers/capr/machinedrain; simulator/harvester_sim/controllers/rancher.py)
+RANCHER_DRAIN_ANNOTATIONS = ("rke.cattle.io/drain-options", "rke.cattle.io/pre-drain",
+                             "rke.cattle.io/drain-done", "rke.cattle.io/uncordon",
+                             "rke.cattle.io/post-drain", "rke.cattle.io/drain-error")
+DESCHEDULER_ADDON = ("kube-system", "descheduler")
+PLAN_GROUP = "management.harvesterhci.io"
 
 
 def _md(obj: Obj) -> Obj:
@@ -65,11 +125,20 @@ def _phase(obj: Obj | None) -> str:
     return str(((obj or {}).get("status") or {}).get("phase") or "")
 
 
+def _condition(obj: Obj | None, type_: str) -> Obj | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return c  # type: ignore[no-any-return]
+    return None
+
+
 def _node_ready(node: Obj) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return False
+    c = _condition(node, "Ready")
+    return c is not None and c.get("status") == "True"
+
+
+def _has_drain_taint(node: Obj) -> bool:
+    return any(t.get("key") == DRAIN_TAINT for t in (node.get("spec") or {}).get("taints") or [])
 
 
 def _pod_healthy(pod: Obj | None) -> bool:
@@ -104,6 +173,10 @@ def _run_strategy(vm: Obj) -> str:
     return "Halted"
 
 
+def _is_true(v: Any) -> bool:
+    return str(v).strip().lower() == "true"
+
+
 class Monitor:
     """Continuously checked invariants (see the module docstring)."""
 
@@ -111,15 +184,26 @@ class Monitor:
         self.world = world
         cfg = (getattr(world, "scenario", None) or {}).get("invariants") or {}
         self.max_cordoned = int(cfg.get("max_cordoned", 1))
+        self.max_unavailable = int(cfg.get("max_unavailable", self.max_cordoned))
         self.dual_grace_s = float(cfg.get("dual_running_grace_s", 60.0))
+        self.migration_timeout_per_gib_s = float(
+            cfg.get("migration_completion_timeout_per_gib_s",
+                    MIGRATION_COMPLETION_TIMEOUT_PER_GIB_S))
         self._lock = threading.RLock()
         self._violations: list[dict[str, Any]] = []
+        self._errors: dict[tuple[str, str], dict[str, Any]] = {}
         self.explicit_stops: dict[str, dict[str, Any]] = {}
         self.initial_running: set[Key] = set()
+        self.nodes: dict[str, Obj] = {}
         self.node_ready: dict[str, bool] = {}
         self.cordoned: set[str] = set()
+        self.drain_tainted: set[str] = set()
+        self.etcd_members: set[str] = set()
+        self.initially_cordoned: set[str] = set()
         self.max_cordoned_seen = 0
-        self._cordon_breach = False
+        self.max_unavailable_seen = 0
+        self._unavailable_breach = False
+        self._quorum_breach = False
         self.node_reboots: Counter[str] = Counter()
         self.pdbs: dict[Key, Obj] = {}
         self.vmis: dict[Key, Obj] = {}
@@ -129,11 +213,19 @@ class Monitor:
         self.launchers: dict[Key, dict[str, str]] = {}   # (ns, vmi) -> running pod -> node
         self._dual_since: dict[Key, float] = {}
         self._dual_reported: set[Key] = set()
+        self._dual_migrating: set[Key] = set()
+        self._dual_after_migration: dict[Key, float] = {}   # when its migration ended
         self._killed: set[str] = set()
+        self._stops_checked: set[str] = set()
         self.volume_robustness: dict[str, str] = {}
         self.replicas: dict[str, dict[str, bool]] = {}     # volume -> replica -> healthy
         self._volume_bad: set[str] = set()
         self._volumes_deleted: set[str] = set()
+        # end-state baseline, taken by seed()
+        self.initial_settings: dict[str, Any] = {}
+        self.initial_descheduler: bool | None = None
+        self.initial_volume_replicas: dict[str, tuple[int, str]] = {}
+        self.end_state_checked: str | None = None   # the Succeeded plan the end check saw
         self.started = False
 
     # ------------------------------------------------------------------------- plumbing
@@ -144,7 +236,7 @@ class Monitor:
     def violations(self) -> list[dict[str, Any]]:
         """Everything recorded so far, plus ``vm_killed`` timeline events of controllers."""
         with self._lock:
-            self._check_dual()
+            self._guarded("dual-running check", self._check_dual)
             out = list(self._violations)
         seen = {(v.get("namespace"), v.get("vm")) for v in out if v["kind"] == "vm_killed"}
         timeline = getattr(self.world, "timeline", None)
@@ -175,6 +267,35 @@ class Monitor:
             tl.record("invariant_violation", violation=kind, message=message)
         return v
 
+    def _error(self, where: str, exc: BaseException, keep: bool = True) -> dict[str, Any]:
+        """A crashed check: a ``monitor_error`` violation (one per where+error, counted).
+        ``keep=False`` (end checks, which are re-run per report) only returns it."""
+        err = f"{type(exc).__name__}: {exc}"
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+        message = f"invariant check crashed ({where}): {err}" + (f" at {at}" if at else "") \
+            + "; what it checks is unverified"
+        if not keep:
+            return {"kind": "monitor_error", "t": self.now(), "message": message,
+                    "where": where, "error": err, "at": at, "count": 1}
+        tag = (where, err)
+        with self._lock:
+            seen = self._errors.get(tag)
+            if seen is not None:
+                seen["count"] += 1
+                return seen
+            v = self.record("monitor_error", message, where=where, error=err, at=at, count=1)
+            self._errors[tag] = v
+            return v
+
+    def _guarded(self, where: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - a crashed check is a violation, not a crash
+            log.exception("invariant monitor error (%s)", where)
+            self._error(where, exc)
+            return None
+
     def actor(self, obj: Obj | None = None) -> str:
         fn = self.world.extras.get("request_actor") if hasattr(self.world, "extras") else None
         if callable(fn):
@@ -188,6 +309,15 @@ class Monitor:
         if mf:
             return str(mf[-1].get("manager") or "unknown")
         return "unknown"
+
+    def _list(self, group: str, plural: str) -> list[Obj] | None:
+        """Every stored object of a kind (copies); None when the kind is not served."""
+        store = self.world.store
+        for rt in store.registry.all():
+            if rt.key == (group, plural):
+                items, _, _, _ = store.list(rt)
+                return items  # type: ignore[no-any-return]
+        return None
 
     # ----------------------------------------------------------------------------- seed
     def seed(self) -> None:
@@ -203,7 +333,17 @@ class Monitor:
             for ns_name, vm in self.vms.items():
                 if _run_strategy(vm) in ("Always", "RerunOnFailure"):
                     self.initial_running.add(ns_name)
+            self.initially_cordoned = set(self.cordoned)
+            self._seed_end_state()
         self.started = True
+
+    def _seed_end_state(self) -> None:
+        replicas = self._list("longhorn.io", "replicas") or []
+        for v in self._list("longhorn.io", "volumes") or []:
+            name = _md(v).get("name") or ""
+            self.initial_volume_replicas[name] = (
+                self._good_replicas(name, replicas),
+                str((v.get("status") or {}).get("robustness") or ""))
 
     # --------------------------------------------------------------------------- events
     def on_event(self, ev: Any) -> None:
@@ -212,8 +352,15 @@ class Monitor:
             return
         try:
             self.observe(rt.key, ev.type, ev.obj, ev.old)
-        except Exception:  # noqa: BLE001 - the monitor must never break a store write
+        except Exception as exc:  # noqa: BLE001 - never break a store write; still a violation
             log.exception("invariant monitor error")
+            ns, name = _key(ev.obj or {})
+            where = f"{_HANDLED[rt.key]} on {ev.type} {rt.plural} " \
+                    f"{ns + '/' if ns else ''}{name}"
+            try:
+                self._error(where, exc)
+            except Exception:  # noqa: BLE001 - last resort: the write must go through
+                log.exception("invariant monitor could not record its own error")
 
     def observe(self, key: tuple[str, str], etype: str, obj: Obj, old: Obj | None,
                 seeding: bool = False) -> None:
@@ -227,28 +374,71 @@ class Monitor:
     def _on_node(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         name = _md(obj).get("name", "")
         if etype == "DELETED":
+            self.nodes.pop(name, None)
             self.node_ready.pop(name, None)
             self.cordoned.discard(name)
+            self.drain_tainted.discard(name)
+            self.etcd_members.discard(name)
             return
+        self.nodes[name] = obj
         ready = _node_ready(obj)
         was = self.node_ready.get(name)
         self.node_ready[name] = ready
         if was and not ready and not seeding:
             self.node_reboots[name] += 1
-        if (obj.get("spec") or {}).get("unschedulable"):
-            self.cordoned.add(name)
-        else:
-            self.cordoned.discard(name)
-        n = len(self.cordoned)
-        self.max_cordoned_seen = max(self.max_cordoned_seen, n)
-        if n > self.max_cordoned and not self._cordon_breach and not seeding:
-            self._cordon_breach = True
-            self.record("too_many_cordoned",
-                        f"{n} nodes cordoned at once (limit {self.max_cordoned}): "
-                        f"{', '.join(sorted(self.cordoned))}",
-                        nodes=sorted(self.cordoned), limit=self.max_cordoned)
-        elif n <= self.max_cordoned:
-            self._cordon_breach = False
+        for flag, members in (((obj.get("spec") or {}).get("unschedulable"), self.cordoned),
+                              (_has_drain_taint(obj), self.drain_tainted),
+                              (_is_true((_md(obj).get("labels") or {}).get(ETCD_LABEL)),
+                               self.etcd_members)):
+            if flag:
+                members.add(name)
+            else:
+                members.discard(name)
+        self.max_cordoned_seen = max(self.max_cordoned_seen, len(self.cordoned))
+        self._check_availability(seeding)
+
+    def unavailable(self) -> dict[str, list[str]]:
+        """node -> why it is unavailable (cordoned, NotReady, drain taint)."""
+        out: dict[str, list[str]] = {}
+        for name, ready in self.node_ready.items():
+            why = []
+            if name in self.cordoned:
+                why.append("cordoned")
+            if not ready:
+                why.append("NotReady")
+            if name in self.drain_tainted:
+                why.append(DRAIN_TAINT)
+            if why:
+                out[name] = why
+        return out
+
+    def _check_availability(self, seeding: bool) -> None:
+        down = self.unavailable()
+        n = len(down)
+        self.max_unavailable_seen = max(self.max_unavailable_seen, n)
+        if n > self.max_unavailable and not self._unavailable_breach and not seeding:
+            self._unavailable_breach = True
+            self.record("too_many_unavailable",
+                        f"{n} nodes unavailable at once (limit {self.max_unavailable}): "
+                        + ", ".join(f"{k} ({'+'.join(v)})" for k, v in sorted(down.items())),
+                        nodes=sorted(down), reasons={k: v for k, v in sorted(down.items())},
+                        limit=self.max_unavailable)
+        elif n <= self.max_unavailable:
+            self._unavailable_breach = False
+        members = self.etcd_members
+        if len(members) < 3:
+            self._quorum_breach = False
+            return
+        lost = sorted(m for m in members if not self.node_ready.get(m, False))
+        tolerance = (len(members) - 1) // 2
+        if len(lost) > tolerance and not self._quorum_breach and not seeding:
+            self._quorum_breach = True
+            self.record("etcd_quorum_lost",
+                        f"etcd quorum lost: {len(lost)} of {len(members)} members NotReady "
+                        f"({', '.join(lost)}; the cluster tolerates {tolerance})",
+                        nodes=lost, members=sorted(members), tolerance=tolerance)
+        elif len(lost) <= tolerance:
+            self._quorum_breach = False
 
     # VMs -----------------------------------------------------------------------------
     def _on_vm(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
@@ -259,6 +449,8 @@ class Monitor:
             if not seeding and k in self.initial_running and ref not in self.explicit_stops:
                 self.explicit_stops[ref] = {"t": self.now(), "by": self.actor(obj),
                                             "how": "deleted"}
+            elif not seeding and ref in self.explicit_stops:
+                self.explicit_stops[ref]["how"] = "deleted"
             return
         self.vms[k] = obj
         if seeding:
@@ -278,6 +470,8 @@ class Monitor:
         k = _key(obj)
         if etype == "DELETED":
             self.vmis.pop(k, None)
+            if not seeding and _phase(obj) == "Running":
+                self._guest_stopped(k, obj, "its VMI was deleted")
             return
         self.vmis[k] = obj
         if seeding:
@@ -287,6 +481,55 @@ class Monitor:
             reason = "node_not_ready" if node and not self.node_ready.get(node, True) else \
                 "vmi_failed"
             self._kill(k, str(_md(obj).get("uid") or ""), node, reason)
+        if _phase(old) == "Running" and _phase(obj) in ("Succeeded", "Failed"):
+            self._guest_stopped(k, old or obj, f"its VMI went {_phase(obj)}")
+
+    def _guest_stopped(self, k: Key, vmi: Obj, how: str) -> None:
+        """A running guest stopped without a kill: was it live-migratable somewhere?"""
+        uid = str(_md(vmi).get("uid") or "") or f"{k[0]}/{k[1]}@{self.now()}"
+        if uid in self._killed or uid in self._stops_checked:
+            return
+        self._stops_checked.add(uid)
+        ref = f"{k[0]}/{k[1]}"
+        stop = self.explicit_stops.get(ref)
+        if k not in self.initial_running or (stop is not None and stop.get("how") == "deleted"):
+            return
+        if k not in self.vms:
+            return   # the VM is gone: its VMI goes with it
+        lm = _condition(vmi, "LiveMigratable")
+        if lm is None or lm.get("status") != "True":
+            return
+        node = str((vmi.get("status") or {}).get("nodeName") or "")
+        targets = self.migration_targets(vmi, node)
+        if not targets:
+            return
+        if stop is not None and "restarted_at" not in stop:
+            how = f"{how}; stopped by {stop['by']} ({stop['how']})"
+        self.record("vm_restarted_not_migrated",
+                    f"VM {ref} was live-migratable (LiveMigratable=True; node(s) "
+                    f"{', '.join(targets)} could take it) but its guest on {node or '?'} was "
+                    f"shut down instead of migrated ({how})",
+                    vm=k[1], namespace=k[0], node=node, targets=targets,
+                    by=(stop or {}).get("by"))
+
+    def migration_targets(self, vmi: Obj, source: str) -> list[str]:
+        """Nodes a live migration of ``vmi`` off ``source`` could go to now (placement rules
+        only: Ready, schedulable, no drain taint, selector/affinity, taints tolerated)."""
+        spec = vmi.get("spec") or {}
+        tolerations = spec.get("tolerations") or []
+        out = []
+        for name, node in sorted(self.nodes.items()):
+            if name == source or not self.node_ready.get(name) or name in self.cordoned \
+                    or name in self.drain_tainted:
+                continue
+            if not node_affinity_matches(vmi, node):
+                continue
+            taints = (node.get("spec") or {}).get("taints") or []
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") and
+                   not tolerates(tolerations, t) for t in taints):
+                continue
+            out.append(name)
+        return out
 
     def _migration_active(self, k: Key) -> bool:
         for m in self.migrations.values():
@@ -356,28 +599,48 @@ class Monitor:
 
     def _update_dual(self, k: Key) -> None:
         nodes = set((self.launchers.get(k) or {}).values())
-        if len(nodes) >= 2 and not self._migration_active(k):
+        if len(nodes) >= 2:
             self._dual_since.setdefault(k, self.now())
         else:
             self._dual_since.pop(k, None)
             self._dual_reported.discard(k)
+            self._dual_migrating.discard(k)
+            self._dual_after_migration.pop(k, None)
+
+    def migration_limit_s(self, k: Key) -> float:
+        """How long KubeVirt lets a migration of this VMI run before it cancels it."""
+        mib = vmi_memory_mib((self.vmis.get(k) or {}).get("spec") or {})
+        return self.migration_timeout_per_gib_s * max(1.0, mib / 1024.0)
 
     def _check_dual(self) -> None:
         now = self.now()
         for k, since in list(self._dual_since.items()):
             if k in self._dual_reported:
                 continue
-            if self._migration_active(k):
-                self._dual_since[k] = now
+            migrating = self._migration_active(k)
+            if migrating:
+                self._dual_migrating.add(k)
+                start = since
+                limit = self.dual_grace_s + self.migration_limit_s(k)
+            else:
+                if k in self._dual_migrating:   # it just ended: the source pod gets the grace
+                    self._dual_migrating.discard(k)
+                    self._dual_after_migration[k] = now
+                start = max(since, self._dual_after_migration.get(k, since))
+                limit = self.dual_grace_s
+            if now - start < limit:
                 continue
-            if now - since >= self.dual_grace_s:
-                self._dual_reported.add(k)
-                pods = dict(self.launchers.get(k) or {})
-                self.record("vmi_on_two_nodes",
-                            f"VMI {k[0]}/{k[1]} running on {len(set(pods.values()))} nodes "
-                            f"({', '.join(sorted(set(pods.values())))}) with no migration",
-                            vm=k[1], namespace=k[0], nodes=sorted(set(pods.values())),
-                            pods=sorted(pods), since=since)
+            self._dual_reported.add(k)
+            pods = dict(self.launchers.get(k) or {})
+            nodes = sorted(set(pods.values()))
+            why = (f"a migration still running after {now - since:.0f} s (KubeVirt cancels "
+                   f"it after {limit - self.dual_grace_s:.0f} s)") if migrating else \
+                "no migration"
+            self.record("vmi_on_two_nodes",
+                        f"VMI {k[0]}/{k[1]} running on {len(nodes)} nodes "
+                        f"({', '.join(nodes)}) with {why}",
+                        vm=k[1], namespace=k[0], nodes=nodes, pods=sorted(pods), since=since,
+                        migrating=migrating)
 
     def _on_pdb(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         k = _key(obj)
@@ -419,6 +682,19 @@ class Monitor:
                         f"({st.get('currentHealthy', '?')}/{st.get('desiredHealthy', '?')} "
                         "healthy)", pod=name, namespace=ns, pdb=pname, node=node,
                         by=self.actor(obj))
+
+    # settings --------------------------------------------------------------------------
+    # The baseline of a setting is its value when the monitor first sees it: at the start,
+    # or when its controller creates it (Longhorn creates its defaults once it runs).
+    def _on_lh_setting(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
+        name = _md(obj).get("name") or ""
+        if etype != "DELETED" and name not in self.initial_settings:
+            self.initial_settings[name] = obj.get("value")
+
+    def _on_addon(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
+        if etype != "DELETED" and _key(obj) == DESCHEDULER_ADDON and \
+                self.initial_descheduler is None:
+            self.initial_descheduler = bool((obj.get("spec") or {}).get("enabled"))
 
     # Longhorn ------------------------------------------------------------------------
     def _on_volume(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
@@ -474,6 +750,16 @@ class Monitor:
         self.record("volume_without_healthy_replica",
                     f"Longhorn volume {name}: {why}", volume=name, **extra)
 
+    @staticmethod
+    def _good_replicas(volume: str, replicas: list[Obj]) -> int:
+        """Replicas of ``volume`` that hold its data: not failed, not being deleted (a
+        detached volume's replicas are ``stopped`` and still count)."""
+        return sum(1 for r in replicas
+                   if (r.get("spec") or {}).get("volumeName") == volume
+                   and not (r.get("spec") or {}).get("failedAt")
+                   and not _md(r).get("deletionTimestamp")
+                   and (r.get("status") or {}).get("currentState") in ("running", "stopped"))
+
     # ------------------------------------------------------------------------ end check
     def vm_running(self, k: Key) -> bool:
         vm = self.vms.get(k)
@@ -483,36 +769,154 @@ class Monitor:
         return _phase(self.vmis.get(k)) == "Running"
 
     def check_end(self) -> list[dict[str, Any]]:
-        """VMs running at start that are not running now and were not stopped explicitly."""
+        """What must hold once the run is over (see the module docstring): VMs running at
+        start run; after a Succeeded upgrade, the cluster is as the upgrade found it."""
+        out: list[dict[str, Any]] = []
+        for where, fn in (("end check: VMs running", self._end_vms),
+                          ("end check: upgrade finished", self._end_state)):
+            try:
+                with self._lock, self.world.store.lock:
+                    out += fn()
+            except Exception as exc:  # noqa: BLE001 - a crashed end check is a violation
+                log.exception("invariant end check crashed")
+                out.append(self._error(where, exc, keep=False))
+        return out
+
+    def _end_vms(self) -> list[dict[str, Any]]:
         out = []
-        with self._lock:
-            for k in sorted(self.initial_running):
-                ref = f"{k[0]}/{k[1]}"
-                if self.vm_running(k):
-                    continue
-                stop = self.explicit_stops.get(ref)
-                if stop is not None and (stop.get("how") == "deleted" or
-                                         "restarted_at" not in stop):
-                    continue
-                vm = self.vms.get(k)
-                status = ((vm or {}).get("status") or {}).get("printableStatus") or "Unknown"
-                msg = f"VM {ref} was running at start and is {status} at the end"
-                if stop is not None:
-                    msg += f" (stopped by {stop['by']}, restarted by " \
-                           f"{stop.get('restarted_by', '?')}, never came back)"
-                else:
-                    msg += " without an explicit stop"
-                out.append({"kind": "vm_not_running_at_end", "t": self.now(), "message": msg,
-                            "vm": k[1], "namespace": k[0], "status": status})
+        for k in sorted(self.initial_running):
+            ref = f"{k[0]}/{k[1]}"
+            if self.vm_running(k):
+                continue
+            stop = self.explicit_stops.get(ref)
+            if stop is not None and stop.get("how") == "deleted":
+                continue
+            vm = self.vms.get(k)
+            status = ((vm or {}).get("status") or {}).get("printableStatus") or "Unknown"
+            msg = f"VM {ref} was running at start and is {status} at the end"
+            if stop is None:
+                msg += " without an explicit stop"
+            elif "restarted_at" in stop:
+                msg += f" (stopped by {stop['by']}, restarted by " \
+                       f"{stop.get('restarted_by', '?')}, never came back)"
+            else:
+                msg += f" (stopped by {stop['by']}: {stop['how']}; never restarted)"
+            out.append({"kind": "vm_not_running_at_end", "t": self.now(), "message": msg,
+                        "vm": k[1], "namespace": k[0], "status": status,
+                        "stopped_by": (stop or {}).get("by")})
+        return out
+
+    def upgrade_succeeded(self) -> str | None:
+        """The name of the newest UpgradePlan when it is Succeeded, else None."""
+        plans = self._list(PLAN_GROUP, "upgradeplans") or []
+        if not plans:
+            return None
+        newest = max(plans, key=lambda p: (str(_md(p).get("creationTimestamp") or ""),
+                                           int(_md(p).get("resourceVersion") or 0)))
+        if ((newest.get("status") or {}).get("currentPhase") or "") != "Succeeded":
+            return None
+        return str(_md(newest).get("name") or "")
+
+    def _end_state(self) -> list[dict[str, Any]]:
+        plan = self.upgrade_succeeded()
+        self.end_state_checked = plan
+        if plan is None:
+            return []
+        out: list[dict[str, Any]] = []
+        now = self.now()
+
+        def add(kind: str, message: str, **objects: Any) -> None:
+            out.append({"kind": kind, "t": now, "message": message, "plan": plan, **objects})
+
+        replicas = self._list("longhorn.io", "replicas") or []
+        for v in self._list("longhorn.io", "volumes") or []:
+            name = _md(v).get("name") or ""
+            if _md(v).get("deletionTimestamp"):
+                continue
+            want = int((v.get("spec") or {}).get("numberOfReplicas") or 0)
+            st = v.get("status") or {}
+            have = self._good_replicas(name, replicas)
+            base_have, base_rob = self.initial_volume_replicas.get(name, (want, "healthy"))
+            need = min(want, base_have)
+            rob = str(st.get("robustness") or "")
+            attached = st.get("state") == "attached"
+            bad_rob = attached and rob != "healthy" and base_rob in ("healthy", "unknown", "")
+            if have < need or bad_rob:
+                add("volume_not_fully_replicated",
+                    f"Longhorn volume {name}: {have} of {want} replicas hold its data"
+                    + (f" (at the start {base_have})" if base_have < want else "")
+                    + (f", robustness {rob or '?'} while attached" if bad_rob else "")
+                    + f" after UpgradePlan {plan} Succeeded",
+                    volume=name, replicas=have, wanted=want, robustness=rob)
+
+        for s in self._list("longhorn.io", "settings") or []:
+            name = _md(s).get("name") or ""
+            if name in self.initial_settings and s.get("value") != self.initial_settings[name]:
+                add("setting_not_restored",
+                    f"Longhorn setting {name} is {s.get('value')!r}, was "
+                    f"{self.initial_settings[name]!r} before UpgradePlan {plan}",
+                    setting=f"longhorn.io/{name}", value=s.get("value"),
+                    before=self.initial_settings[name])
+        if self.initial_descheduler is not None:
+            addon = next((a for a in self._list("harvesterhci.io", "addons") or []
+                          if _key(a) == DESCHEDULER_ADDON), None)
+            enabled = None if addon is None else bool((addon.get("spec") or {}).get("enabled"))
+            if enabled != self.initial_descheduler:
+                add("setting_not_restored",
+                    f"Addon {'/'.join(DESCHEDULER_ADDON)} enabled={enabled}, was "
+                    f"{self.initial_descheduler} before UpgradePlan {plan}",
+                    setting="addon/" + "/".join(DESCHEDULER_ADDON), value=enabled,
+                    before=self.initial_descheduler)
+
+        for n in self._list("", "nodes") or []:
+            name = _md(n).get("name") or ""
+            if _has_drain_taint(n):
+                add("upgrade_taint_left", f"node {name} still carries the {DRAIN_TAINT} taint "
+                    f"after UpgradePlan {plan} Succeeded", node=name, taint=DRAIN_TAINT)
+            if (n.get("spec") or {}).get("unschedulable") and name not in \
+                    self.initially_cordoned:
+                add("node_left_cordoned", f"node {name} is still cordoned after UpgradePlan "
+                    f"{plan} Succeeded", node=name)
+
+        hooks = set(self._hook_annotations())
+        for sec in self._list("", "secrets") or []:
+            if sec.get("type") != MACHINE_PLAN_TYPE:
+                continue
+            ann = _md(sec).get("annotations") or {}
+            left = sorted(a for a in ann if a in RANCHER_DRAIN_ANNOTATIONS or a in hooks)
+            if left:
+                ns, name = _key(sec)
+                add("hook_annotation_left",
+                    f"machine-plan secret {ns}/{name} still carries {', '.join(left)} after "
+                    f"UpgradePlan {plan} Succeeded", secret=f"{ns}/{name}", annotations=left)
+        return out
+
+    def _hook_annotations(self) -> list[str]:
+        """The drain-hook answer annotations the provisioning cluster declares."""
+        out = []
+        for cl in self._list("provisioning.cattle.io", "clusters") or []:
+            strategy = (((cl.get("spec") or {}).get("rkeConfig") or {})
+                        .get("upgradeStrategy") or {})
+            for opts in (strategy.get("controlPlaneDrainOptions") or {},
+                         strategy.get("workerDrainOptions") or {}):
+                for key in ("preDrainHooks", "postDrainHooks"):
+                    for h in opts.get(key) or []:
+                        if h.get("annotation"):
+                            out.append(str(h["annotation"]))
         return out
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"max_cordoned_seen": self.max_cordoned_seen,
+                    "max_unavailable_seen": self.max_unavailable_seen,
                     "node_not_ready_transitions": dict(self.node_reboots),
                     "migrations_succeeded": dict(self.migrations_per_vm),
                     "explicit_stops": {k: dict(v) for k, v in self.explicit_stops.items()},
-                    "vms_expected_running": len(self.initial_running)}
+                    "vms_expected_running": len(self.initial_running),
+                    "end_state_checked": self.end_state_checked,
+                    "baseline": {"longhorn_settings": len(self.initial_settings),
+                                 "descheduler_enabled": self.initial_descheduler,
+                                 "volumes": len(self.initial_volume_replicas)}}
 
 
 _HANDLED: dict[tuple[str, str], str] = {
@@ -524,6 +928,8 @@ _HANDLED: dict[tuple[str, str], str] = {
     (KV, "virtualmachineinstancemigrations"): "_on_migration",
     ("longhorn.io", "volumes"): "_on_volume",
     ("longhorn.io", "replicas"): "_on_replica",
+    ("longhorn.io", "settings"): "_on_lh_setting",
+    ("harvesterhci.io", "addons"): "_on_addon",
 }
 
 

@@ -289,6 +289,17 @@ def test_node_never_returns(run: Callable[..., tuple[testing.Running, Http]]) ->
     assert [f["node"] for f in fired(sim, "node_never_returns")] == ["node-1"]
     r = h.call("GET", "/api/v1/nodes/node-1/proxy/healthz")
     assert r.status == 502  # the kubelet does not answer either
+    # the operator repairs it: the same reboot completes (no second node_reboot), on the OS
+    # the reboot was to boot
+    assert sim.world.faults.clear("node_never_returns") == 1
+    kubelet.repair("node-1")
+    wait_for(lambda: _ready(h, "node-1") == "True", what="node-1 back after its repair")
+    events = sim.world.timeline.snapshot()
+    assert [e["node"] for e in events if e["event"] == "node_reboot"] == ["node-1", "node-2"]
+    assert [e["node"] for e in events if e["event"] == "node_repaired"] == ["node-1"]
+    kubelet.repair("node-2")   # not lost: nothing happens
+    assert [e["node"] for e in sim.world.timeline.snapshot()
+            if e["event"] == "node_repaired"] == ["node-1"]
 
 
 # a toolkit-image program that ends by itself: the image-cleanup script with nothing to remove
@@ -578,14 +589,20 @@ def test_api_conflict(run: Callable[..., tuple[testing.Running, Http]]) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"},
           "data": {"a": "1"}}
     assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200  # reads fine
-    r = h.call("POST", "/api/v1/namespaces/default/configmaps", cm)
+    # a create never gets the generic conflict (only AlreadyExists, for a name in use)
+    h.create("/api/v1/namespaces/default/configmaps", cm)
+    patch = {"data": {"a": "2"}}
+    r = h.call("PATCH", "/api/v1/namespaces/default/configmaps/c1", patch,
+               ctype="application/merge-patch+json")
     assert r.status == 409
     st = r.json()
     assert st["kind"] == "Status" and st["reason"] == "Conflict" and st["code"] == 409
     assert "configmaps" in st["message"]
-    h.create("/api/v1/namespaces/default/configmaps", cm)  # the retry goes through (times: 1)
+    r = h.call("PATCH", "/api/v1/namespaces/default/configmaps/c1", patch,
+               ctype="application/merge-patch+json")
+    assert r.status == 200   # the retry goes through (times: 1)
     assert [(f["verb"], f["resource"]) for f in fired(sim, "api_conflict")] == [
-        ("create", "configmaps")]
+        ("patch", "configmaps")]
 
 
 class Watch:
@@ -770,6 +787,11 @@ def test_planner_stuck(run: Callable[..., tuple[testing.Running, Http]]) -> None
     assert "rke.cattle.io/drain-options" not in ann("node-2")
     assert not h.get("/api/v1/nodes/node-2")["spec"].get("unschedulable")
     assert {f.get("node") for f in fired(sim, "planner_stuck")} == {"node-2"}
+    # the operator fixes what held the planner: it steps on from where it stopped
+    assert sim.world.faults.clear("planner_stuck") == 1
+    assert sim.world.faults.cleared[0]["target"] == {"node": "node-2"}
+    wait_for(lambda: ann("node-2").get("rke.cattle.io/pre-drain"), what="pre-drain on node-2")
+    assert sim.world.faults.clear("planner_stuck") == 0
 
 
 def test_chart_stuck(run: Callable[..., tuple[testing.Running, Http]]) -> None:
@@ -809,6 +831,9 @@ def test_fault_added_while_running_and_the_audit_log(
     assert h.call("GET", "/api/v1/namespaces/default/configmaps").status == 200
     with pytest.raises(ValueError, match="no \\['node'\\]"):
         sim.world.faults.add({"kind": "api_error", "target": {"node": "x"}})
+    # the server records a request once its answer is written, which may be just after
+    # the client has read it
+    wait_for(lambda: len(sim.server.audit) >= 4, what="four audit entries")
     log = [(e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
            for e in sim.server.audit]
     assert log == [("list", "configmaps", 200), ("list", "configmaps", 503),

@@ -537,6 +537,29 @@ def test_migration_hang_fault(world_factory: Callable[..., World]) -> None:
              ["printableStatus"] == "Running")
 
 
+def test_hung_migration_is_aborted_by_kubevirt_after_its_progress_timeout(
+        world_factory: Callable[..., World]) -> None:
+    """virt-launcher aborts a migration that makes no progress for progressTimeout (150 s):
+    the migration fails with KubeVirt's message and the VM stays on its source node."""
+    w = world_factory(faults=[{"kind": "migration_hang", "target": {"vm": "default/vm1"}}],
+                      speed=1000.0)
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    mig = wait_for(lambda: (lambda m: m if (m.get("status") or {}).get("phase") == "Failed"
+                            else None)(c.get(API, "VirtualMachineInstanceMigration", "m1",
+                                             "default")), timeout=10, what="migration aborted")
+    started = next(e["t"] for e in w.timeline.snapshot()
+                   if e["event"] == "vm_migration_started")
+    failed = next(e for e in w.timeline.snapshot() if e["event"] == "vm_migration_failed")
+    assert failed["t"] - started >= 150
+    assert "Live migration stuck for 151 seconds and has been aborted" in str(mig["status"])
+    wait_for(lambda: len(launcher_pods(w, "vm1")) == 1, what="target pod removed")
+    assert running(w, "vm1")["status"]["nodeName"] == src  # type: ignore
+
+
 # --------------------------------------------------------------------------- node reboot
 def test_node_reboot_kills_its_vms_and_they_restart_elsewhere(
         world_factory: Callable[..., World]) -> None:

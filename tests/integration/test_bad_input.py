@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,17 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         v = copy.deepcopy(c.get("harvesterhci.io/v1beta1", "Version", "v1.6.0",
                                 "harvester-system"))
         v["metadata"] = {"name": "v1.5.0", "namespace": "harvester-system"}
+        c.create(v)
+        base = c.get("harvesterhci.io/v1beta1", "Version", "v1.6.0", "harvester-system")
+        # a release the running v1.5.1 may not skip to (its upgrade path needs v1.6.0 first)
+        v = copy.deepcopy(base)
+        v["metadata"] = {"name": "v1.7.0", "namespace": "harvester-system"}
+        v["spec"]["minUpgradableVersion"] = "v1.6.0"
+        c.create(v)
+        # a Version whose ISO (plain http:// on the simulator) has no checksum to verify
+        v = copy.deepcopy(base)
+        v["metadata"] = {"name": "v1.6.1", "namespace": "harvester-system"}
+        v["spec"].pop("isoChecksum", None)
         c.create(v)
         # a ServiceAccount without any binding: every collection call is forbidden
         running.service_account_kubeconfig("harvester-system/nobody")
@@ -134,6 +146,20 @@ ROWS: dict[str, tuple[dict[str, Any], Any, list[str], str | None]] = {
     "unknown version": ({"upgrade_version": "v9.9.9"}, None, ["v9.9.9"], None),
     "version not newer": ({"upgrade_version": "v1.5.0"}, None, ["v1.5.0", "v1.5.1"],
                           None),
+    # upgrade_force lifts neither a downgrade nor a version skip: each has its own switch
+    "downgrade with upgrade_force": (
+        {"upgrade_version": "v1.5.0", "upgrade_force": True}, None,
+        ["v1.5.0", "downgrade", "upgrade_allow_downgrade=true"], None),
+    "version skip with upgrade_force": (
+        {"upgrade_version": "v1.7.0", "upgrade_force": True}, None,
+        ["v1.7.0", "minimum upgradable version v1.6.0", "upgrade_allow_version_skip=true"],
+        None),
+    "ISO without checksum": (
+        {"upgrade_version": "v1.6.1"}, None,
+        ["v1.6.1", "no spec.isoChecksum", "http://", "upgrade_allow_unverified_iso=true"], None),
+    "ISO without checksum, switch not a bool": (
+        {"upgrade_version": "v1.6.1", "upgrade_allow_unverified_iso": "maybe"}, None,
+        ["upgrade_allow_unverified_iso"], None),
     "both version and image": (
         {"upgrade_version": "v1.6.0", "upgrade_image": "harvester-system/some-iso"}, None,
         ["version", "image"], None),
@@ -196,3 +222,61 @@ def test_not_a_harvester_cluster(not_harvester: Any, playbook: Any) -> None:
     out = res.output.lower()
     assert "harvester" in out and ("not served" in out or "not a harvester" in out), res
     assert after == before, {k: v for k, v in after.items() if before.get(k) != v}
+
+
+def test_plan_of_another_cluster(sim: Any, playbook: Any) -> None:
+    """A plan recorded on another cluster (here: one whose cluster-uid annotation is not this
+    cluster's kube-system uid, as a plan restored from another cluster's backup, or reached
+    through the wrong kubeconfig context, is) is neither adopted nor acted on."""
+    c = sim.world.client
+    uid = c.get("v1", "Namespace", "kube-system")["metadata"]["uid"]
+    other = "00000000-0000-4000-8000-000000000000"
+    assert uid != other
+    if c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                 "upgradeplans.management.harvesterhci.io") is None:
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import crd
+
+        c.create(crd.definition())
+        deadline = time.monotonic() + 30
+        while c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                        "upgradeplans.management.harvesterhci.io") is None or \
+                sim.world.store.registry.by_kind(PLAN_API, "UpgradePlan") is None:
+            assert time.monotonic() < deadline, "UpgradePlan CRD not served"
+            time.sleep(0.05)
+    c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan",
+              "metadata": {"name": "from-elsewhere", "annotations": {
+                  "harvester-upgrade.harvesterhci.io/cluster-uid": other}},
+              "spec": {"version": "v1.6.0"}})
+    try:
+        before = collection_writes(sim)
+        for tags in ("preflight", "iso_download"):
+            res = playbook(sim, "upgrade.yml", tags=tags,
+                           extra_vars={**PREFLIGHT, "upgrade_plan_name": "from-elsewhere"},
+                           timeout=300)
+            assert res.rc != 0, f"{tags}: accepted\n{res}"
+            out = res.output
+            assert "belongs to another cluster" in out and other in out and uid in out, \
+                f"{tags}\n{res}"
+        after = collection_writes(sim)
+        changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
+        assert not changed, f"the cluster was changed: {changed}"
+        plan = c.get(PLAN_API, "UpgradePlan", "from-elsewhere")
+        assert not plan.get("status") and not plan["metadata"].get("finalizers"), plan
+    finally:
+        _drop_plans(sim)
+
+
+def test_new_plan_records_its_cluster(sim: Any, playbook: Any) -> None:
+    """The plan a run creates carries the cluster's identity (checked by every later run)."""
+    c = sim.world.client
+    try:
+        res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars={
+            **PREFLIGHT, "upgrade_version": "v1.6.0", "upgrade_plan_name": "mine"},
+            timeout=300)
+        plan = c.get(PLAN_API, "UpgradePlan", "mine")
+        assert plan is not None, res
+        uid = c.get("v1", "Namespace", "kube-system")["metadata"]["uid"]
+        assert plan["metadata"]["annotations"][
+            "harvester-upgrade.harvesterhci.io/cluster-uid"] == uid, plan["metadata"]
+    finally:
+        _drop_plans(sim)

@@ -29,6 +29,9 @@ Fault kind -> test (the kinds tested elsewhere are listed in docs/resilience.md)
 ``replica_lost``                  ``test_replica_lost_after_the_pre_drain_check_is_awaited``
 ================================  ===========================================================
 
+Recovery after ``planner_stuck``, ``node_job_fail`` and ``node_never_returns`` (fix the cause,
+run again: the plan is continued to ``Succeeded``): ``test_recovery.py``.
+
 Elsewhere: ``node_never_returns`` (``test_node_upgrade.py::
 test_node_never_returns_fails_post_drain``), a migration that always fails
 (``test_node_upgrade.py::test_migration_fault_fails_pre_drain_with_vm_named``), an ISO always

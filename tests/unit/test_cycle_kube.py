@@ -76,3 +76,21 @@ def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() ->
     kube._waiting = 1
     kube.list_with_rv(*POD, label_selector="a=b")
     assert len(dyn.calls) == 3 and dyn.calls[-1]["label_selector"] == "a=b"
+
+
+def test_delete_passes_the_preconditions_through(monkeypatch: Any) -> None:
+    """The lock releases its Lease with preconditions through whatever client the module has;
+    a node cycle's CycleKube used to refuse the argument (TypeError in the API-fault run)."""
+    seen: list[Any] = []
+
+    def delete(self: Any, api_version: str, kind: str, name: str,
+               namespace: str | None = None, propagation: str = "Background",
+               preconditions: dict[str, str] | None = None) -> bool:
+        seen.append((name, namespace, propagation, preconditions))
+        return True
+
+    monkeypatch.setattr(client.Kube, "delete", delete)
+    kube = node_cycle.CycleKube(Dyn())
+    pre = {"uid": "u1", "resourceVersion": "7"}
+    assert kube.delete("coordination.k8s.io/v1", "Lease", "lock", "ns", preconditions=pre)
+    assert seen == [("lock", "ns", "Background", pre)]

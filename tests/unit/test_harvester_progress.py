@@ -73,6 +73,15 @@ def test_node_loop_counts_nodes_vms_and_gives_an_eta() -> None:
     assert "VMs migrated 1 (2 live migrations), shut down 1, restored 1" in summary, summary
 
 
+def test_a_failed_node_cycle_is_not_a_node_done() -> None:
+    p = Progress(start=0.0)
+    p.update("node_gate", {}, {"phase": "NodeUpgrading", "order": ["n1", "n2"]}, 0.0)
+    p.update("node_cycle", {"node": "n1"}, {"restored": [], "failed": []}, 10.0)
+    p.update("node_cycle", {"node": "n2"}, {"failed": True, "msg": "Job failed"}, 20.0)
+    assert list(p.nodes_done) == ["n1"]
+    assert "nodes upgraded 1/2" in "\n".join(p.summary(30.0))
+
+
 def test_status_line_only_changes_on_news() -> None:
     p = Progress(start=0.0)
     assert p.update("upgrade_plan", {}, {"plan": "p1", "current_phase": "Initialized"}, 1.0)

@@ -41,16 +41,84 @@ def rep(vol_name: str, node: str, running: bool = True) -> dict[str, Any]:
 
 
 def test_volume_safety() -> None:
-    assert steps._volume_at_risk(vol("a", "healthy"), "n1", []) is None
+    assert steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n2")]) is None
     assert steps._volume_at_risk(vol("a", "degraded", "detached"), "n1", []) is None
-    # no replica information: any attached non-healthy volume holds the node
-    assert steps._volume_at_risk(vol("a", "degraded"), "n1", []) == "volume a is degraded"
+    # no replica information: any attached volume holds the node, healthy or not
+    assert "no healthy replica off node n1" in steps._volume_at_risk(vol("a", "degraded"),
+                                                                     "n1", [])
+    assert steps._volume_at_risk(vol("a", "healthy"), "n1", []) is not None
     # a healthy replica survives elsewhere: safe
     assert steps._volume_at_risk(vol("a", "degraded"), "n1",
                                  [rep("a", "n1"), rep("a", "n2")]) is None
     # the only healthy replica is on this node: unsafe
     assert steps._volume_at_risk(vol("a", "degraded"), "n1",
                                  [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
+
+
+def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> None:
+    # robustness says healthy (its full count of healthy replicas), but all of them sit on
+    # the node being drained: draining it takes the volume's data path away
+    why = steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), rep("a", "n1")])
+    assert why is not None and "only healthy replica" in why and "n1" in why
+    failed = rep("a", "n2")
+    failed["spec"]["failedAt"] = "2026-01-01T00:00:00Z"
+    assert steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), failed])
+
+
+class FakeKube:
+    """``items``/``resource`` of :class:`node_kube.Kube`; ``errors`` maps a kind to the
+    exception its list raises; ``harvester`` whether Setting is served."""
+
+    check_mode = False
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]],
+                 errors: dict[str, Exception] | None = None, harvester: bool = True) -> None:
+        self.objects, self.errors, self.harvester = objects, errors or {}, harvester
+
+    def items(self, api: str, kind: str, ns: str | None = None,
+              label_selector: str | None = None) -> list[dict[str, Any]]:
+        if kind in self.errors:
+            raise self.errors[kind]
+        return self.objects.get(kind, [])
+
+    def resource(self, api: str, kind: str) -> object:
+        if kind == "Setting" and not self.harvester:
+            raise kube_mod.NotServed(404, "NotServed", f"{kind}.{api} is not served")
+        return object()
+
+
+FORBIDDEN = kube_mod.client.ApiError(403, "Forbidden", 'replicas.longhorn.io is forbidden: '
+                                     'User "x" cannot list resource "replicas"')
+UNSERVED = kube_mod.NotServed(404, "NotServed", "Volume.longhorn.io/v1beta2 is not served")
+
+
+@pytest.mark.parametrize("kind", ["Volume", "Replica"])
+def test_wait_volumes_safe_fails_when_longhorn_cannot_be_read(kind: str) -> None:
+    kube = FakeKube({"Volume": [vol("a", "healthy")], "Replica": [rep("a", "n2")]},
+                    {kind: FORBIDDEN})
+    with pytest.raises(kube_mod.NodeLoopError, match="Volumes and Replicas.*forbidden"):
+        steps.wait_volumes_safe(kube, "n1", 0)
+
+
+def test_wait_volumes_safe_fails_when_longhorn_crd_missing_on_harvester() -> None:
+    kube = FakeKube({}, {"Volume": UNSERVED})
+    with pytest.raises(kube_mod.NodeLoopError, match="not served.*ships Longhorn"):
+        steps.wait_volumes_safe(kube, "n1", 0)
+    # a cluster without Harvester's CRDs has no Longhorn to protect either
+    assert steps.wait_volumes_safe(FakeKube({}, {"Volume": UNSERVED}, harvester=False),
+                                   "n1", 0)["waited"] is False
+
+
+def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
+    kube = FakeKube({"Volume": [vol("a", "healthy")]}, {"Engine": FORBIDDEN})
+    with pytest.raises(kube_mod.NodeLoopError, match="Engines and Volumes.*forbidden"):
+        steps._engines_settled(kube)
+    with pytest.raises(kube_mod.NodeLoopError, match="Engines, Volumes and Replicas"):
+        steps._volumes_to_skip(kube, "n1")
+    kube = FakeKube({}, {"Engine": UNSERVED})
+    with pytest.raises(kube_mod.NodeLoopError, match="not served"):
+        steps._engines_settled(kube)
+    assert steps._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
 
 
 def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:

@@ -9,7 +9,10 @@ import pytest
 from ansible_collections.harvester.upgrade.plugins.filter.upgrade_vars import errors
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import plan_input
 
-V160: dict[str, Any] = {"spec": {"minUpgradableVersion": "v1.5.0"}}
+SHA512 = "ab" * 64
+V160: dict[str, Any] = {"spec": {"minUpgradableVersion": "v1.5.0", "isoChecksum": SHA512,
+                                 "isoURL": "https://releases.example/v1.6.0.iso"}}
+V150: dict[str, Any] = {"spec": {"isoChecksum": SHA512, "isoURL": "https://x/v1.5.0.iso"}}
 
 
 def test_request_ok() -> None:
@@ -22,9 +25,19 @@ def test_request_ok() -> None:
 @pytest.mark.parametrize("version,image,current,obj,force,expect", [
     ("v9.9.9", None, "v1.5.1", None, False, ["v9.9.9", "not found", "v1.6.0"]),
     ("v9.9.9", None, "v1.5.1", None, True, ["v9.9.9", "not found"]),
-    ("v1.5.0", None, "v1.5.1", {"spec": {}}, False, ["v1.5.0", "downgrade", "v1.5.1"]),
+    ("v1.5.0", None, "v1.5.1", V150, False, ["v1.5.0", "downgrade", "v1.5.1",
+                                              "upgrade_allow_downgrade=true"]),
+    # upgrade_force no longer lifts a downgrade or a version skip
+    ("v1.5.0", None, "v1.5.1", V150, True, ["downgrade", "upgrade_allow_downgrade=true"]),
+    ("v1.6.0", None, "v1.4.2", V160, True, ["minimum upgradable",
+                                            "upgrade_allow_version_skip=true"]),
     ("v1.6.0", None, "v1.6.0", V160, False, ["already runs v1.6.0"]),
     ("v1.6.0", None, "v1.4.2", V160, False, ["minimum upgradable", "v1.5.0"]),
+    ("v1.6.0", None, "v1.5.1", {"spec": {"isoURL": "http://x/v1.6.0.iso"}}, False,
+     ["no spec.isoChecksum", "unverified over plain http://",
+      "upgrade_allow_unverified_iso=true"]),
+    ("v1.6.0", None, "v1.5.1", {"spec": {"isoURL": "https://x", "isoChecksum": "abc"}}, True,
+     ["not a SHA-512", "upgrade_allow_unverified_iso=true"]),
     ("v1.6.0", "iso", "v1.5.1", V160, False, ["version", "image", "not both"]),
 ])
 def test_request_errors(version: str, image: str | None, current: str,
@@ -35,9 +48,24 @@ def test_request_errors(version: str, image: str | None, current: str,
         assert e in errs[0]
 
 
-def test_force_skips_eligibility() -> None:
-    assert plan_input.request_errors("v1.5.0", None, "v1.5.1", {"spec": {}}, ["v1.5.0"],
-                                     True) == []
+def test_force_lifts_only_the_other_rules_and_each_switch_its_own() -> None:
+    req = plan_input.request_errors
+    avail = ["v1.5.0", "v1.6.0"]
+    # same release again, a prerelease line: lifted by force
+    assert req("v1.6.0", None, "v1.6.0", V160, avail, True) == []
+    assert req("v1.6.0", None, "v1.5.1-rc1", V160, avail, True) == []
+    # a downgrade: only by allow_downgrade; a version skip: only by allow_version_skip
+    assert req("v1.5.0", None, "v1.5.1", V150, avail, False, allow_downgrade=True) == []
+    assert req("v1.5.0", None, "v1.5.1", V150, avail, True, allow_version_skip=True)
+    assert req("v1.6.0", None, "v1.4.2", V160, avail, False, allow_version_skip=True) == []
+    assert req("v1.6.0", None, "v1.4.2", V160, avail, True, allow_downgrade=True)
+    # an unverifiable ISO: only by allow_unverified_iso
+    http = {"spec": {"isoURL": "http://x/v1.6.0.iso"}}
+    assert req("v1.6.0", None, "v1.5.1", http, avail, True)
+    assert req("v1.6.0", None, "v1.5.1", http, avail, False, allow_unverified_iso=True) == []
+    # http:// with a SHA-512 is verified (the digest is checked after the download)
+    assert req("v1.6.0", None, "v1.5.1", {"spec": {"isoURL": "http://x", "isoChecksum": SHA512}},
+               avail, False) == []
 
 
 def test_pause_nodes() -> None:
@@ -93,3 +121,11 @@ def test_lock_decide() -> None:
     # hostname and pid alone prove nothing (another container can have both)
     assert not lock.is_stale(f"u@{socket.gethostname()}:999999999")
     assert not lock.is_stale("u@another-host:999999999")
+
+
+def test_switches_from_options_or_given_annotations() -> None:
+    sw = plan_input.plan_annotations_switches(
+        {"allow_downgrade": True, "annotations": {
+            "harvester-upgrade.harvesterhci.io/allow-unverified-iso": "true"}})
+    assert sw == {"allow_downgrade": True, "allow_version_skip": False,
+                  "allow_unverified_iso": True}

@@ -90,8 +90,16 @@ def test_version_eligible() -> None:
     assert pc.version_eligible("v1.5.1", "v1.6.0", "v1.5.0", False).status == "passed"
     res = pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", False)
     assert res.failed and "minimum upgradable" in res.message
-    assert pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", True).status == "skipped"
-    assert pc.version_eligible("v1.6.0", "v1.5.1", "", False).failed
+    # force does not lift a version skip or a downgrade: each has its own switch
+    res = pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", True)
+    assert res.failed and "upgrade_allow_version_skip=true" in res.message
+    res = pc.version_eligible("v1.4.0", "v1.6.0", "v1.5.0", False, allow_version_skip=True)
+    assert res.status == "skipped" and "upgrade_allow_version_skip" in res.message
+    res = pc.version_eligible("v1.6.0", "v1.5.1", "", True)
+    assert res.failed and "downgrade" in res.message and "upgrade_allow_downgrade" in res.message
+    assert pc.version_eligible("v1.6.0", "v1.5.1", "", False, allow_downgrade=True).status == \
+        "skipped"
+    assert pc.version_eligible("v1.6.0", "v1.6.0", "", True).status == "skipped"
     same = pc.version_eligible("v1.6.0", "v1.6.0", "", False)
     assert same.failed and "already runs" in same.message
     assert pc.version_eligible(None, "v1.6.0", "", False).failed
@@ -232,6 +240,9 @@ def test_disk_space_and_skip_annotation() -> None:
                                   "threshold 85%")
     assert not pc.disk_space({"n1": disks["n1"]}, {}).failed
     assert pc.disk_space({"n1": "connection refused"}, {}).failed
+    # no capacity reported is no room known: fails, naming the node
+    res = pc.disk_space({"n1": disks["n1"], "n3": pc.NodeDisk(0, 0)}, {})
+    assert res.failed and res.objects == ["node/n3"] and "no filesystem capacity" in res.message
     for key in ("management.harvesterhci.io/skip-garbage-collection-threshold-check",
                 "harvesterhci.io/skipGarbageCollectionThresholdCheck"):
         assert pc.disk_space(disks, {key: "true"}).status == "skipped"
@@ -253,12 +264,16 @@ def test_certificates_and_min_days_annotation() -> None:
         assert pc.certificates(later, NOW, {key: "abc"}).failed
     assert pc.certificates({}, NOW, {}).status == "skipped"
     assert pc.certificates({"h:6443": "timeout"}, NOW, {}).failed
+    # one endpoint unread is one certificate unchecked: fails, naming it
+    res = pc.certificates({**later, "10.0.0.2:6443": "timed out"}, NOW, {})
+    assert res.failed and "10.0.0.2" in res.message
 
 
 def healthy_facts() -> pc.Facts:
     return pc.Facts(
         plan_name="p", plans=[plan("p", True, "Initializing")], version_name="v1.6.0",
-        version_obj={"spec": {"isoURL": "http://x", "minUpgradableVersion": "v1.5.0"}},
+        version_obj={"spec": {"isoURL": "http://x", "minUpgradableVersion": "v1.5.0",
+                              "isoChecksum": "0" * 128}},
         current_version="v1.5.1", nodes=NODES,
         machines=[machine(f"m-{n}", n) for n in ("n1", "n2", "n3")],
         cluster={"status": {"ready": True}}, volumes=[volume("a")],
@@ -339,3 +354,37 @@ def test_skip_webhook_does_not_skip_coexistence() -> None:
     res = {r.name: r for r in pc.run_all(facts)}
     assert res["no_legacy_upgrade"].failed
     assert res["nodes_ready"].status == "skipped"
+
+
+def test_a_check_whose_kind_is_not_served_fails_naming_the_kind() -> None:
+    # Longhorn's volumes CRD removed: no volume read is not "0 volumes checked"
+    facts = healthy_facts()
+    facts.unserved = {"volumes": "Volume.longhorn.io/v1beta2",
+                      "bundles": "Bundle.fleet.cattle.io/v1alpha1"}
+    by_name = {r.name: r for r in pc.run_all(facts)}
+    for name in ("volumes_healthy", "single_replica_volumes"):
+        assert by_name[name].failed, by_name[name]
+        assert "Volume.longhorn.io/v1beta2" in by_name[name].message
+        assert by_name[name].objects == ["kind/Volume.longhorn.io/v1beta2"]
+    assert by_name["fleet_bundles"].failed
+    assert "Bundle.fleet.cattle.io" in by_name["fleet_bundles"].message
+    assert not by_name["vm_backups"].failed
+    # an explicit skip is still honoured
+    assert {r.name: r for r in pc.run_all(facts, skip=["volumes_healthy"])}[
+        "volumes_healthy"].status == "skipped"
+
+
+def test_iso_verified() -> None:
+    ok = {"spec": {"isoURL": "https://r/v1.6.0.iso", "isoChecksum": "a1" * 64}}
+    assert pc.iso_verified("v1.6.0", ok, None, False).status == "passed"
+    none = {"spec": {"isoURL": "http://r/v1.6.0.iso"}}
+    res = pc.iso_verified("v1.6.0", none, None, False)
+    assert res.failed and "no spec.isoChecksum" in res.message and "http://" in res.message
+    assert "upgrade_allow_unverified_iso" in res.message and res.family == "input"
+    assert pc.iso_verified("v1.6.0", none, None, True).status == "skipped"
+    assert pc.iso_verified(None, None, "harvester-system/iso", False).status == "skipped"
+    # not the webhook's: the skip-webhook annotation does not skip it
+    facts = healthy_facts()
+    facts.version_obj = none
+    facts.plan_annotations = {"management.harvesterhci.io/skip-webhook": "true"}
+    assert {r.name: r for r in pc.run_all(facts)}["iso_verified"].failed

@@ -122,6 +122,16 @@ ANN_MIN_CERT_DAYS = (
     "harvesterhci.io/minCertsExpirationInDay",
 )
 ANN_SKIP_VERSION_CHECK = ("harvesterhci.io/skip-version-check",)
+# The collection's own switches, recorded on the plan it creates so that every later run of
+# every phase applies the same decision (docs/variables.md): each lifts one refusal only.
+ANN_ALLOW_DOWNGRADE = ("harvester-upgrade.harvesterhci.io/allow-downgrade",)
+ANN_ALLOW_VERSION_SKIP = ("harvester-upgrade.harvesterhci.io/allow-version-skip",)
+ANN_ALLOW_UNVERIFIED_ISO = ("harvester-upgrade.harvesterhci.io/allow-unverified-iso",)
+# The cluster a plan belongs to: the uid of its kube-system Namespace (made once, when the
+# cluster is installed, and never reused), recorded when the plan is created and compared
+# with the cluster each run talks to.
+ANN_CLUSTER_UID = "harvester-upgrade.harvesterhci.io/cluster-uid"
+CLUSTER_ID_NAMESPACE = "kube-system"
 
 # --- Events ---------------------------------------------------------------------------------
 EVENT_COMPONENT = "upgradeplan-controller"

@@ -360,10 +360,12 @@ class CycleKube(Kube):
                            lambda: super(CycleKube, self).replace_status(obj))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
-               propagation: str = "Background") -> bool:
+               propagation: str = "Background",
+               preconditions: dict[str, str] | None = None) -> bool:
         return self._write(api_version, kind,  # type: ignore[no-any-return]
-                           lambda: super(CycleKube, self).delete(api_version, kind, name,
-                                                                 namespace, propagation))
+                           lambda: super(CycleKube, self).delete(
+                               api_version, kind, name, namespace, propagation,
+                               preconditions=preconditions))
 
     # -- after a wait, what was remembered is older than what the wait saw: forget it --------
     def wait(self, *args: Any, **kwargs: Any) -> Any:

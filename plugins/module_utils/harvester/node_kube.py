@@ -303,14 +303,35 @@ def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
         plan = kube.get(PLAN_API, PLAN_KIND, name)
         if plan is None:
             raise NodeLoopError(f"UpgradePlan {name} not found")
-        return plan
+        return _same_cluster(kube, plan)
     plans = kube.items(PLAN_API, PLAN_KIND)
     active = [p for p in plans if ((p.get("status") or {}).get("currentPhase") or "")
               not in ("Succeeded", "Failed")]
     if not active:
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+            plan_resume,
+        )
+        failed = plan_resume.resumable(plans)
+        if failed is not None:   # not "nothing to do": the roll stopped part-way
+            raise NodeLoopError(
+                f"UpgradePlan {failed['metadata']['name']} failed in "
+                f"{plan_resume.failed_in(failed)} and the nodes are part-way upgraded: "
+                f"{plan_resume.failure_message(failed)}. Fix the cause and run upgrade.yml "
+                "again (its first step, Initialize, continues the plan; docs/recovery.md)")
         raise NoActivePlan("no active UpgradePlan found; start one with upgrade.yml")
     active.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-    return active[-1]
+    return _same_cluster(kube, active[-1])
+
+
+def _same_cluster(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        cluster_id,
+    )
+    try:
+        cluster_id.check(kube, plan)
+    except cluster_id.ClusterMismatch as exc:
+        raise NodeLoopError(str(exc)) from None
+    return plan
 
 
 class PlanWriter:
@@ -432,9 +453,25 @@ class PlanWriter:
         return {PLAN_LABEL: self.name, COMPONENT_LABEL: component}
 
     def fail_node(self, node: str, state: str, reason: str, message: str) -> None:
-        """Record a node failure and fail the plan ("node <n> upgrade failed: <msg>")."""
-        self.set_node_state(node, state, reason, message)
-        self.fail_plan(f"node {node} upgrade failed: {message}")
+        """Record a node failure and fail the plan ("node <n> upgrade failed: <msg>"); when
+        the node is cordoned the message says why it stays so and how to go on."""
+        held = self._held_note(node)
+        self.set_node_state(node, state, reason, message + held)
+        self.fail_plan(f"node {node} upgrade failed: {message}{held}")
+
+    def _held_note(self, node: str) -> str:
+        """Rancher cordoned the node for its drain and keeps it cordoned (and its drain hook
+        waiting) until the node's upgrade is finished: say so in the failure, as nothing
+        else in the cluster tells why the node stays unschedulable."""
+        try:
+            obj = self.kube.get("v1", "Node", node)
+        except Exception:  # noqa: BLE001 - the note is extra; the failure is recorded anyway
+            return ""
+        if not ((obj or {}).get("spec") or {}).get("unschedulable"):
+            return ""
+        return (f" [node {node} stays cordoned: Rancher holds it, waiting for its drain hook, "
+                "until its upgrade finishes; fix the cause and run the same command again to "
+                "continue (docs/recovery.md)]")
 
     def update_status(self, mutate: Any) -> bool:
         """Apply ``mutate(status)`` (a plan_status transition returning EventSpecs) through the

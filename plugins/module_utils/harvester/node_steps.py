@@ -103,6 +103,20 @@ def _try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[d
         raise
 
 
+def _harvester_items(kube: Kube, api: str, kind: str, why: str,
+                     ns: str | None = None) -> list[dict[str, Any]]:
+    """``kube.items`` of a kind every Harvester cluster serves (KubeVirt's): not served on a
+    Harvester cluster fails, naming it (an empty list would let a safety step pass on no
+    data); on a cluster without Harvester's CRDs it is empty."""
+    try:
+        return kube.items(api, kind, ns)
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return []
+        raise NodeLoopError(f"cannot {why}: {kind} ({api}) is not served ({exc}) although "
+                            "every Harvester cluster serves it; nothing was changed") from exc
+
+
 def _try_get(kube: Kube, api: str, kind: str, name: str,
              ns: str | None = None) -> dict[str, Any] | None:
     try:
@@ -620,7 +634,9 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     the VMs on ``only_node`` when given (an evacuation plans that node's VMs only)."""
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
-    vmis = [v for v in _try_items(kube, VMI_API, "VirtualMachineInstance") if _active_vmi(v)
+    vmis = [v for v in _harvester_items(kube, VMI_API, "VirtualMachineInstance",
+                                        "plan which VMs leave the node")
+            if _active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}
     pods_on: dict[str, list[dict[str, Any]]] = {}
@@ -816,19 +832,52 @@ def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutd
 
 
 def _volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]]) -> str | None:
+    """Why draining ``node`` would put the attached volume ``vol`` at risk, else ``None``.
+
+    Counted from Longhorn's Replica objects, not from ``status.robustness``: a volume is
+    ``healthy`` as long as it has its full count of healthy replicas, wherever they are, so
+    a volume whose every healthy replica sits on ``node`` (replica count 1, or replicas
+    rebuilt onto one node) is ``healthy`` and still loses its data path when the node goes
+    down. Safe only with at least one healthy replica (running, never failed) elsewhere."""
     st = vol.get("status") or {}
-    robust = st.get("robustness") or "unknown"
-    if robust == "healthy" or st.get("state") not in ("attached", "attaching"):
+    if st.get("state") not in ("attached", "attaching"):
         return None
+    robust = st.get("robustness") or "unknown"
     name = (vol.get("metadata") or {}).get("name")
     mine = [r for r in replicas if (r.get("spec") or {}).get("volumeName") == name]
-    if mine:
-        healthy = [r for r in mine if (r.get("status") or {}).get("currentState") == "running"
-                   and not (r.get("spec") or {}).get("failedAt")]
-        on_node = [r for r in healthy if (r.get("spec") or {}).get("nodeID") == node]
-        if healthy and len(healthy) > len(on_node):
-            return None     # a healthy replica survives elsewhere
-    return f"volume {name} is {robust}"
+    healthy = [r for r in mine if (r.get("status") or {}).get("currentState") == "running"
+               and not (r.get("spec") or {}).get("failedAt")]
+    elsewhere = [r for r in healthy if (r.get("spec") or {}).get("nodeID") != node]
+    if elsewhere:
+        return None     # a healthy replica survives elsewhere
+    if healthy:
+        return (f"volume {name} ({robust}) has its only healthy replica(s) on node {node}: "
+                f"{', '.join(sorted(str((r.get('metadata') or {}).get('name')) for r in healthy))}")
+    return f"volume {name} ({robust}) has no healthy replica off node {node}"
+
+
+def is_harvester(kube: Kube) -> bool:
+    """Whether the cluster is a Harvester cluster, whose every release ships Longhorn (its
+    storage) and KubeVirt: Harvester's Setting kind is served. Only a cluster that is not
+    Harvester at all (no harvesterhci.io CRDs) may lack them; an error reading discovery
+    counts as Harvester (the caller then fails rather than skip a check)."""
+    try:
+        kube.resource("harvesterhci.io/v1beta1", "Setting")
+        return True
+    except NotServed:
+        return False
+    except ApiError:
+        return True
+
+
+def _longhorn_unreadable(exc: Exception, kinds: str, why: str) -> NodeLoopError:
+    if isinstance(exc, NotServed):
+        return NodeLoopError(
+            f"cannot {why}: {kinds} (longhorn.io/v1beta2) not served ({exc}); every Harvester "
+            "release ships Longhorn, so its CRDs missing means the storage layer is broken, "
+            "not absent; nothing was changed")
+    return NodeLoopError(f"cannot {why}: reading {kinds} (longhorn.io/v1beta2, namespace "
+                         f"longhorn-system) failed: {exc}; nothing was changed")
 
 
 def wait_nodes_ready(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
@@ -866,26 +915,33 @@ def wait_safe_to_go_down(kube: Kube, writer: PlanWriter, node: str, timeout: flo
 
 def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     """Longhorn safety: wait (watch) until no attached volume would lose its last healthy
-    replica when ``node`` goes down (rebuilds finished)."""
+    replica when ``node`` goes down (rebuilds finished). Fails closed: Volumes or Replicas
+    that cannot be read (403, 5xx, CRD missing on a Harvester cluster) raise
+    :class:`NodeLoopError` naming them; only a cluster without Harvester's CRDs, where
+    Longhorn is not expected either, skips the check."""
+    why = f"check Longhorn volumes before node {node} goes down"
     try:
         vols = kube.items(LONGHORN_API, "Volume", "longhorn-system")
-    except Exception:  # noqa: BLE001 - no Longhorn CRDs: nothing to protect
-        return {"waited": False}
-    replicas = _try_items(kube, LONGHORN_API, "Replica", "longhorn-system")
+        replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return {"waited": False, "longhorn": False}
+        raise _longhorn_unreadable(exc, "Volumes and Replicas", why) from exc
+    except ApiError as exc:
+        raise _longhorn_unreadable(exc, "Volumes and Replicas", why) from exc
 
     def risky(view: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-        reps = list((view.get("Replica") or {}).values()) or replicas
+        reps = list((view.get("Replica") or {}).values())
         return [r for v in view["Volume"].values() if (r := _volume_at_risk(v, node, reps))]
 
-    if not [r for v in vols if (r := _volume_at_risk(v, node, replicas))]:
+    at_risk = [r for v in vols if (r := _volume_at_risk(v, node, replicas))]
+    if not at_risk:
         return {"waited": False}
     if kube.check_mode:
-        return {"waited": False, "at_risk": risky({"Volume": {str(i): v for i, v in
-                                                              enumerate(vols)}})}
-    sources = [Source(LONGHORN_API, "Volume", "longhorn-system")]
-    if replicas:
-        sources.append(Source(LONGHORN_API, "Replica", "longhorn-system"))
-    kube.wait(sources, lambda v: not risky(v), timeout=timeout,
+        return {"waited": False, "at_risk": at_risk}
+    kube.wait([Source(LONGHORN_API, "Volume", "longhorn-system"),
+               Source(LONGHORN_API, "Replica", "longhorn-system")],
+              lambda v: not risky(v), timeout=timeout,
               what=f"Longhorn volumes to be healthy before node {node} goes down",
               describe=lambda v: "; ".join(risky(v)))
     return {"waited": True}
@@ -1623,8 +1679,14 @@ def _engines_settled(kube: Kube) -> str | None:
         engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
         vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
                                                              "longhorn-system")}
-    except (ApiError, NotServed):
-        return None
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return None
+        raise _longhorn_unreadable(exc, "Engines and Volumes",
+                                   "tell whether the stopped VMs' volumes detached") from exc
+    except ApiError as exc:
+        raise _longhorn_unreadable(exc, "Engines and Volumes",
+                                   "tell whether the stopped VMs' volumes detached") from exc
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
@@ -1645,9 +1707,15 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
         engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
         vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
                                                              "longhorn-system")}
-    except (ApiError, NotServed):
-        return []
-    replicas = _try_items(kube, LONGHORN_API, "Replica", "longhorn-system")
+        replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return []
+        raise _longhorn_unreadable(exc, "Engines, Volumes and Replicas",
+                                   f"tell which volumes are safe to drain {node} past") from exc
+    except ApiError as exc:
+        raise _longhorn_unreadable(exc, "Engines, Volumes and Replicas",
+                                   f"tell which volumes are safe to drain {node} past") from exc
     out = set()
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":

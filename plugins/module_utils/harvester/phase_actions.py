@@ -163,26 +163,41 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
         ns, name = split_image_ref(f.image)
         f.image_obj = kube.get(*c.VM_IMAGE, name, ns)
     f.force = bool(spec.get("force") or params.get("force"))
+    # a plan's switches are the ones recorded on it (every phase of every run reads the same);
+    # a what-if takes them from the options
+    recorded = f.plan_annotations if plan is not None else {}
+    for attr, ann in (("allow_downgrade", c.ANN_ALLOW_DOWNGRADE),
+                      ("allow_version_skip", c.ANN_ALLOW_VERSION_SKIP),
+                      ("allow_unverified_iso", c.ANN_ALLOW_UNVERIFIED_ISO)):
+        setattr(f, attr, preflight_checks.annotation_true(recorded, ann)
+                or (plan is None and bool(params.get(attr))))
     f.restore_vm = bool(spec.get("restoreVM", params.get("restore_vm")))
     f.pause_nodes = list((spec.get("nodeUpgradeOption") or {}).get("pauseNodes")
                          or params.get("pause_nodes") or [])
     f.nodes = kube.list(*c.NODE)
-    f.machines = kube.list_if_served(*c.CAPI_MACHINE, namespace=c.FLEET_NS) or []
+    def served(fact: str, kind: tuple[str, str], namespace: str | None = None
+               ) -> list[dict[str, Any]]:
+        found = kube.list_if_served(*kind, namespace=namespace)
+        if found is None:
+            f.unserved[fact] = f"{kind[1]}.{kind[0]}"
+        return found or []
+
+    f.machines = served("machines", c.CAPI_MACHINE, c.FLEET_NS)
     try:
         f.cluster = kube.get(*c.RANCHER_CLUSTER, c.RANCHER_CLUSTER_NAME, c.FLEET_NS)
     except NotServed:
         f.cluster = None
-    f.volumes = kube.list_if_served(*c.LH_VOLUME, namespace=c.LONGHORN_NS) or []
-    f.backups = kube.list_if_served(*c.VM_BACKUP) or []
-    f.schedules = kube.list_if_served(*c.VM_BACKUP_SCHEDULE) or []
-    f.charts = kube.list_if_served(*c.MANAGED_CHART, namespace=c.FLEET_NS) or []
-    f.bundles = kube.list_if_served(*c.FLEET_BUNDLE, namespace=c.FLEET_NS)
-    f.addons = kube.list_if_served(*c.ADDON) or []
-    f.legacy_upgrades = kube.list_if_served(*c.V1_UPGRADE, namespace=c.UPGRADE_NS)
+    f.volumes = served("volumes", c.LH_VOLUME, c.LONGHORN_NS)
+    f.backups = served("backups", c.VM_BACKUP)
+    f.schedules = served("schedules", c.VM_BACKUP_SCHEDULE)
+    f.charts = served("charts", c.MANAGED_CHART, c.FLEET_NS)
+    f.bundles = served("bundles", c.FLEET_BUNDLE, c.FLEET_NS)
+    f.addons = served("addons", c.ADDON)
+    f.legacy_upgrades = served("legacy_upgrades", c.V1_UPGRADE, c.UPGRADE_NS)
     f.deployments = kube.list(*c.DEPLOYMENT, namespace=c.UPGRADE_NS,
                               label_selector=f"{c.LABEL_APP_NAME}={c.UPGRADE_MANAGER_ADDON}")
-    f.vmis = kube.list_if_served(*c.VMI) or []
-    f.migrations = kube.list_if_served(*c.VMIM) or []
+    f.vmis = served("vmis", c.VMI)
+    f.migrations = served("migrations", c.VMIM)
     names = [n["metadata"]["name"] for n in f.nodes]
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         f.disks = dict(zip(names, pool.map(lambda n: node_disk(kube, n), names), strict=True))
@@ -270,16 +285,18 @@ def api_cert_expiry(kube: Kube) -> dict[str, Any]:
     (not a real one) falls back to the kubeconfig's host."""
     from urllib.parse import urlparse
 
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
-        return {}
     endpoints = api_endpoints(kube)
     if not endpoints:
         url = urlparse(kube.host)
         if url.scheme != "https" or not url.hostname:
             return {}
         endpoints = [(url.hostname, url.port or 443)]
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:   # unread is unchecked: the check fails, saying why
+        return {(f"[{h}]:{p}" if ":" in h else f"{h}:{p}"):
+                "the Python package cryptography (needed to read certificates) is not "
+                "installed" for h, p in endpoints}
     out: dict[str, Any] = {}
     for host, port in endpoints:
         label = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -325,6 +342,12 @@ def iso_download(ctx: Context) -> Step:
             snap = (version or {}).get("spec") or {}
         if not snap.get("isoURL"):
             return Step("failed", "ISO image download failed: the Version has no isoURL")
+        unverified = preflight_checks.iso_unverified(
+            (ctx.plan.get("spec") or {}).get("version"), {"spec": snap})
+        if unverified and not preflight_checks.annotation_true(ctx.writer.annotations,
+                                                               c.ANN_ALLOW_UNVERIFIED_ISO):
+            return Step("failed", f"ISO image download refused: {unverified} (annotation "
+                        f"{c.ANN_ALLOW_UNVERIFIED_ISO[0]}: \"true\" allows it)")
         ctx.ensure(manifests.iso_image(ctx.plan, snap["isoURL"], snap.get("isoChecksum", "")))
     if ctx.status.get("isoImageID") != image_id:
         ctx.writer.set_fields({"isoImageID": image_id})
@@ -437,17 +460,33 @@ def verify_metadata(ctx: Context) -> str:
 # ----------------------------------------------------------------------------- ImagePreload
 
 def eligibility_error(ctx: Context) -> str | None:
+    """The toolkit's eligibility check (§E.3). ``spec.force``, the phase's ``force`` and the
+    toolkit's skip-version-check annotation lift its rules except two: a downgrade and a
+    target whose minUpgradableVersion is above the running release need the switch recorded
+    on the plan for each (upgrade_allow_downgrade, upgrade_allow_version_skip)."""
     spec = ctx.plan.get("spec") or {}
-    if spec.get("force") or ctx.params.get("force"):
-        return None
-    if preflight_checks.annotation_true(ctx.writer.annotations, c.ANN_SKIP_VERSION_CHECK):
-        return None
+    ann = ctx.writer.annotations
+    force = bool(spec.get("force") or ctx.params.get("force")
+                 or preflight_checks.annotation_true(ann, c.ANN_SKIP_VERSION_CHECK))
     meta = ctx.status.get("releaseMetadata") or {}
     current, target = ctx.status.get("previousVersion") or "", meta.get("harvester") or ""
     if not current or not target:
         return None
-    ok, why = versions.eligibility(current, target, meta.get("minUpgradableVersion") or "")
-    return None if ok else f"upgrade eligibility check failed: {why}"
+    refused = versions.refusal(
+        current, target, meta.get("minUpgradableVersion") or "", force=force,
+        allow_downgrade=preflight_checks.annotation_true(ann, c.ANN_ALLOW_DOWNGRADE),
+        allow_version_skip=preflight_checks.annotation_true(ann, c.ANN_ALLOW_VERSION_SKIP))
+    if refused is None:
+        return None
+    why, rule = refused
+    return (f"upgrade eligibility check failed: {why} (annotation "
+            f"{_SWITCH_ANNOTATIONS[rule]}: \"true\" on the plan, "
+            f"{versions.SWITCHES[rule]}=true for a new one, allows it)")
+
+
+_SWITCH_ANNOTATIONS = {versions.DOWNGRADE: c.ANN_ALLOW_DOWNGRADE[0],
+                       versions.VERSION_SKIP: c.ANN_ALLOW_VERSION_SKIP[0],
+                       versions.OTHER: "spec.force / " + c.ANN_SKIP_VERSION_CHECK[0]}
 
 
 def _suc_wait(ctx: Context, component: str, states: tuple[str, str, str], total: int,

@@ -78,8 +78,16 @@ def pause_node_errors(pause: list[str], node_names: list[str] | None) -> list[st
 
 def request_errors(version: str | None, image: str | None, current: str,
                    version_obj: dict[str, Any] | None, available: list[str],
-                   force: bool) -> list[str]:
-    """What is wrong with the requested target (pure; see module docstring)."""
+                   force: bool, allow_downgrade: bool = False,
+                   allow_version_skip: bool = False,
+                   allow_unverified_iso: bool = False) -> list[str]:
+    """What is wrong with the requested target (pure; see module docstring). ``force`` lifts
+    the eligibility rules except a downgrade (``allow_downgrade``) and a target whose
+    minUpgradableVersion is above the running release (``allow_version_skip``); an ISO that
+    would be downloaded unverified needs ``allow_unverified_iso``."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        preflight_checks,
+    )
     if version and image:
         return [f"set either version (upgrade_version={version}) or image "
                 f"(upgrade_image={image}), not both: the release comes from the Version's ISO "
@@ -89,20 +97,62 @@ def request_errors(version: str | None, image: str | None, current: str,
     if version_obj is None:
         return [f"version (upgrade_version): Version {version} not found in {c.UPGRADE_NS}; "
                 "available: " + (", ".join(sorted(available)) or "none")]
-    if force:
-        return []
+    errors = []
+    unverified = preflight_checks.iso_unverified(version, version_obj)
+    if unverified and not allow_unverified_iso:
+        errors.append(f"version (upgrade_version={version}): {unverified}; give the Version "
+                      "an isoChecksum, or set upgrade_allow_unverified_iso=true to download "
+                      "it anyway")
     minimum = str(((version_obj.get("spec") or {}).get("minUpgradableVersion")) or "")
-    ok, why = versions.eligibility(current, version, minimum)
-    if ok and not versions.is_dev(version) and not versions.is_dev(current) \
-            and versions.compare(current, version) == 0:
-        ok, why = False, f"the cluster already runs {version}"
-    if ok:
-        return []
+    refused = versions.refusal(current, version, minimum, force=force,
+                               allow_downgrade=allow_downgrade,
+                               allow_version_skip=allow_version_skip, refuse_same=True)
+    if refused is None:
+        return errors
+    why, rule = refused
     newer = [n for n in available if versions.parse(n) and versions.parse(current)
              and versions.compare(n, current) > 0] if versions.parse(current) else []
-    return [f"version (upgrade_version={version}): {why} (server-version {current}"
+    return [*errors, f"version (upgrade_version={version}): {why} (server-version {current}"
             + (f"; newer: {', '.join(sorted(newer))}" if newer else "")
-            + "; upgrade_force=true skips this check)"]
+            + f"; {versions.SWITCHES[rule]}=true allows it)"]
+
+
+SWITCH_ANNOTATIONS = (("allow_downgrade", c.ANN_ALLOW_DOWNGRADE[0]),
+                      ("allow_version_skip", c.ANN_ALLOW_VERSION_SKIP[0]),
+                      ("allow_unverified_iso", c.ANN_ALLOW_UNVERIFIED_ISO[0]))
+
+
+def plan_annotations_switches(params: dict[str, Any]) -> dict[str, bool]:
+    """Each switch as the new plan will record it: the option, or its annotation given among
+    ``annotations`` (upgrade_annotations)."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        preflight_checks,
+    )
+    given = params.get("annotations") or {}
+    return {option: bool(params.get(option))
+            or preflight_checks.annotation_true(given, (ann,))
+            for option, ann in SWITCH_ANNOTATIONS}
+
+
+def plan_annotations(kube: Kube, params: dict[str, Any]) -> dict[str, str]:
+    """The annotations of a new plan: the operator's (``annotations``), each switch that is
+    on (every later phase reads it from the plan) and the cluster's identity
+    (:mod:`cluster_id`)."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        cluster_id,
+    )
+    out = {str(k): str(v) for k, v in (params.get("annotations") or {}).items()}
+    for option, ann in SWITCH_ANNOTATIONS:
+        if params.get(option):
+            out[ann] = "true"
+    try:
+        out[c.ANN_CLUSTER_UID] = cluster_id.cluster_uid(kube)
+    except cluster_id.ClusterMismatch as exc:
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+            plan_writer,
+        )
+        raise plan_writer.PlanError(str(exc)) from None
+    return out
 
 
 def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
@@ -110,12 +160,18 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
         phase_actions,
     )
+    foreign_plan_errors(kube, params.get("name"))
     version, image = params.get("version"), params.get("image")
-    version_obj = phase_actions.get_version(kube, version) if version and not image else None
     available = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)] \
-        if version else []
+        if version or not image else []
+    if not version and not image:
+        # the Version the plan will get (the newest newer one): its ISO is checked as well
+        version = versions.newest_target(available, current or "")
+    version_obj = phase_actions.get_version(kube, version) if version and not image else None
+    switches = plan_annotations_switches(params)
     errors = request_errors(version, image, current, version_obj, available,
-                            bool(params.get("force")))
+                            bool(params.get("force")), switches["allow_downgrade"],
+                            switches["allow_version_skip"], switches["allow_unverified_iso"])
     if image and not version:
         ns, name = phase_actions.split_image_ref(image)
         if kube.get(*c.VM_IMAGE, name, ns) is None:
@@ -126,3 +182,22 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
         errors += pause_node_errors(pause, nodes)
     if errors:
         raise InputError("; ".join(errors) + "; nothing was changed")
+
+
+def foreign_plan_errors(kube: Kube, name: str | None) -> None:
+    """Raise :class:`InputError` when the plan ``ensure`` would adopt (the one called
+    ``name``, else any plan not initialized yet) was recorded on another cluster: adopting
+    it writes to it (finalizer, status) before anything else reads it."""
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        cluster_id,
+        plan_writer,
+    )
+    for plan in plan_writer.list_plans(kube):
+        meta = plan.get("metadata") or {}
+        if (meta.get("name") != name) if name else \
+                ((plan.get("status") or {}).get("currentPhase")):
+            continue
+        try:
+            cluster_id.check(kube, plan)
+        except cluster_id.ClusterMismatch as exc:
+            raise InputError(str(exc)) from None

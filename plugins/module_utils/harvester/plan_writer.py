@@ -17,10 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    constants as c,
+    cluster_id,
+    plan_status,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    plan_status,
+    constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ConflictsExhausted,
@@ -58,17 +59,27 @@ def find_active(kube: Kube, plans: list[dict[str, Any]] | None = None
     """The plan with ``Progressing=True`` (the newest, if several)."""
     active = [p for p in (plans if plans is not None else list_plans(kube))
               if plan_status.is_active(p)]
-    return sorted(active, key=_created)[-1] if active else None
+    return same_cluster(kube, sorted(active, key=_created)[-1] if active else None)
 
 
 def resolve(kube: Kube, name: str | None) -> dict[str, Any] | None:
     """The plan called ``name``, or the active one when no name is given."""
     if name:
         try:
-            return kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name)
+            return same_cluster(kube, kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name))
         except NotServed:
             return None
     return find_active(kube)
+
+
+def same_cluster(kube: Kube, plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``plan``, after checking it was recorded on this cluster (:mod:`cluster_id`);
+    :class:`PlanError` otherwise."""
+    try:
+        cluster_id.check(kube, plan)
+    except cluster_id.ClusterMismatch as exc:
+        raise PlanError(str(exc)) from None
+    return plan
 
 
 def owner_reference(plan: dict[str, Any]) -> dict[str, Any]:

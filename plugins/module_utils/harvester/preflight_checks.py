@@ -151,23 +151,72 @@ def iso_image(image: str | None, image_obj: dict[str, Any] | None) -> CheckResul
 
 
 def version_eligible(current: str | None, target: str | None, min_upgradable: str,
-                     force: bool) -> CheckResult:
-    """Target must be newer than the running release and allowed by the §E.3 rules."""
+                     force: bool, allow_downgrade: bool = False,
+                     allow_version_skip: bool = False) -> CheckResult:
+    """Target must be newer than the running release and allowed by the §E.3 rules. A
+    downgrade and a target whose minUpgradableVersion is above the running release each need
+    their own switch; ``force`` lifts only the other rules."""
     name = "version_eligible"
     if not target:
         return _skipped(name, "target version unknown until the ISO is read", "version")
     if not current:
         return _failed(name, f"Setting {c.SERVER_VERSION_SETTING} has no value", [
             f"setting/{c.SERVER_VERSION_SETTING}"], "version")
-    ok, why = versions.eligibility(current, target, min_upgradable)
-    if ok and not versions.is_dev(target) and not versions.is_dev(current) \
-            and versions.compare(current, target) == 0:
-        ok, why = False, f"the cluster already runs {target}"
-    if ok:
-        return _passed(name, why, "version")
-    if force:
-        return _skipped(name, f"forced: {why}", "version")
-    return _failed(name, why, [f"version/{target}"], "version")
+    refused = versions.refusal(current, target, min_upgradable, force=force,
+                               allow_downgrade=allow_downgrade,
+                               allow_version_skip=allow_version_skip, refuse_same=True)
+    if refused is None:
+        strict = versions.refusal(current, target, min_upgradable, refuse_same=True)
+        if strict is None:
+            return _passed(name, versions.eligibility(current, target, min_upgradable)[1],
+                           "version")
+        return _skipped(name, f"allowed by {versions.SWITCHES[strict[1]]}: {strict[0]}",
+                        "version")
+    why, rule = refused
+    return _failed(name, f"{why} ({versions.SWITCHES[rule]}=true allows it)",
+                   [f"version/{target}"], "version")
+
+
+ISO_CHECKSUM_HEX = 128   # SHA-512, what Harvester's image download verifies
+
+
+def iso_unverified(version_name: str | None, version_obj: dict[str, Any] | None
+                   ) -> str | None:
+    """Why the Version's ISO would be downloaded unverified, else ``None``: no
+    ``spec.isoChecksum`` (Harvester then imports whatever the URL answers, over ``http://``
+    whatever any host on the path answers) or one that is not a SHA-512 digest. An
+    ``http://`` URL with a SHA-512 is verified: the digest comes from the Version, read over
+    the authenticated API, and the download is checked against it."""
+    if version_obj is None:
+        return None
+    spec = version_obj.get("spec") or {}
+    url, checksum = str(spec.get("isoURL") or ""), str(spec.get("isoChecksum") or "").strip()
+    insecure = " over plain http://" if url.lower().startswith("http://") else ""
+    if not checksum:
+        return (f"Version {version_name} has no spec.isoChecksum: its ISO ({url}) would be "
+                f"downloaded unverified{insecure}")
+    if len(checksum) != ISO_CHECKSUM_HEX or any(ch not in "0123456789abcdefABCDEF"
+                                                 for ch in checksum):
+        return (f"Version {version_name} spec.isoChecksum is not a SHA-512 digest "
+                f"({len(checksum)} characters, 128 hex digits expected): its ISO ({url}) "
+                f"cannot be verified{insecure}")
+    return None
+
+
+def iso_verified(version_name: str | None, version_obj: dict[str, Any] | None,
+                 image: str | None, allow_unverified: bool) -> CheckResult:
+    name = "iso_verified"
+    if image:
+        return _skipped(name, "pre-uploaded image (spec.image): nothing is downloaded", "input")
+    why = iso_unverified(version_name, version_obj)
+    if why is None:
+        return _passed(name, "the ISO download is checked against the Version's SHA-512"
+                       if version_obj is not None else "no Version to download", "input")
+    if allow_unverified:
+        return _skipped(name, f"allowed by upgrade_allow_unverified_iso: {why}", "input")
+    return _failed(name, f"{why}; give the Version an isoChecksum, or set "
+                   "upgrade_allow_unverified_iso=true to download it anyway",
+                   [f"version/{version_name}"], "input")
 
 
 def nodes_ready(nodes: list[dict[str, Any]]) -> CheckResult:
@@ -475,7 +524,9 @@ def disk_space(disks: dict[str, NodeDisk | str], plan_annotations: dict[str, str
             messages.append(f'node "{node}": cannot read kubelet stats: {d}')
             objects.append(f"node/{node}")
             continue
-        if d.capacity_bytes <= 0:
+        if d.capacity_bytes <= 0:   # no capacity reported: nothing to compare, not room
+            messages.append(f'node "{node}": kubelet stats report no filesystem capacity')
+            objects.append(f"node/{node}")
             continue
         pct = (d.used_bytes + extra_bytes) * 100 / d.capacity_bytes
         if pct > d.gc_high_threshold:
@@ -529,7 +580,7 @@ def certificates(not_after: dict[str, _dt.datetime | str], now: _dt.datetime,
         return _failed(name, f"API server certificates expire within {days} days ("
                        + ", ".join(expiring) + "); rotate the RKE2 certificates before "
                        "upgrading", [e.split(" ")[0] for e in expiring], family)
-    if unreadable and len(unreadable) == len(not_after):
+    if unreadable:   # one endpoint unread is one certificate unchecked
         return _failed(name, "cannot read the API server certificate: " + "; ".join(unreadable),
                        [u.split(":")[0] for u in unreadable], family)
     return _passed(name, f"certificates of {', '.join(sorted(not_after))} valid for at least "
@@ -571,6 +622,9 @@ class Facts:
     image_obj: dict[str, Any] | None = None
     current_version: str | None = None
     force: bool = False
+    allow_downgrade: bool = False
+    allow_version_skip: bool = False
+    allow_unverified_iso: bool = False
     restore_vm: bool = False
     pause_nodes: list[str] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
@@ -592,6 +646,9 @@ class Facts:
     target_kubevirt: str = ""                     # releaseMetadata.kubevirt of the target
     now: _dt.datetime = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    # fact name -> the kind it is read from, for each kind the cluster does not serve: the
+    # checks that read it fail (an empty list would pass them on data that was never read)
+    unserved: dict[str, str] = field(default_factory=dict)
 
 
 CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
@@ -604,7 +661,9 @@ CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "version_eligible": lambda f: version_eligible(
         f.current_version, f.version_name if not f.image else None,
         str(((f.version_obj or {}).get("spec") or {}).get("minUpgradableVersion") or ""),
-        f.force),
+        f.force, f.allow_downgrade, f.allow_version_skip),
+    "iso_verified": lambda f: iso_verified(f.version_name, f.version_obj, f.image,
+                                           f.allow_unverified_iso),
     "nodes_ready": lambda f: nodes_ready(f.nodes),
     "cluster_ready": lambda f: cluster_ready(f.cluster),
     "machines_running": lambda f: machines_running(f.machines),
@@ -623,10 +682,38 @@ CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "certificates": lambda f: certificates(f.cert_expiry, f.now, f.plan_annotations),
     "migration_target": lambda f: migration_target(f.migration, f.target_kubevirt),
 }
+# the facts (Facts fields) each check reads from a kind the cluster may fail to serve
+CHECK_INPUTS: dict[str, tuple[str, ...]] = {
+    "no_legacy_upgrade": ("legacy_upgrades",),
+    "no_upgrade_manager": ("addons",),
+    "machines_running": ("machines",),
+    "node_machine_consistency": ("machines",),
+    "volumes_healthy": ("volumes",),
+    "single_replica_volumes": ("volumes",),
+    "vm_backups": ("backups",),
+    "backup_schedules": ("schedules",),
+    "non_migratable_vms": ("vmis",),
+    "no_pending_migrations": ("migrations",),
+    "managed_charts": ("charts",),
+    "fleet_bundles": ("bundles",),
+    "addons": ("addons",),
+}
+
+
+def unserved_result(name: str, kinds: list[str]) -> CheckResult:
+    """A check that could not read what it checks: failed, naming the kinds."""
+    family = "coexistence" if name in ("no_legacy_upgrade", "no_upgrade_manager") else "webhook"
+    return _failed(name, "cannot check: " + ", ".join(kinds) + (" is" if len(kinds) == 1
+                   else " are") + " not served by this cluster (CRD missing); every Harvester "
+                   "cluster serves it, so the check fails rather than pass on no data",
+                   [f"kind/{k}" for k in kinds], family)
+
+
 # the coexistence checks are not the webhook's: the skip-webhook annotation does not skip
 # them (Harvester's webhook, too, refuses a second Upgrade before it reads that annotation)
 WEBHOOK_CHECKS = frozenset(
     n for n in CHECKS if n not in ("disk_space", "certificates", "version_eligible",
+                                   "iso_verified",
                                    "no_legacy_upgrade", "no_upgrade_manager",
                                    "migration_target"))
 
@@ -642,6 +729,9 @@ def run_all(facts: Facts, skip: Iterable[str] = ()) -> list[CheckResult]:
             results.append(_skipped(name, "skipped on request (preflight_skip_checks)"))
         elif skip_webhook and name in WEBHOOK_CHECKS:
             results.append(_skipped(name, f"skipped by annotation {c.ANN_SKIP_WEBHOOK[0]}"))
+        elif missing := sorted({facts.unserved[f] for f in CHECK_INPUTS.get(name, ())
+                                if f in facts.unserved}):
+            results.append(unserved_result(name, missing))
         else:
             results.append(check(facts))
     return results

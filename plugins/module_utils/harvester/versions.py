@@ -109,29 +109,60 @@ def newest_target(version_names: list[str], current: str) -> str | None:
     return str(best) if best else None
 
 
+# which refusal of :func:`classify` lifts with which switch (variable names, as the operator
+# sets them): a downgrade and skipping past minUpgradableVersion each need their own switch;
+# upgrade_force (spec.force) lifts only the remaining rules
+DOWNGRADE, VERSION_SKIP, OTHER = "downgrade", "version_skip", "other"
+SWITCHES = {DOWNGRADE: "upgrade_allow_downgrade", VERSION_SKIP: "upgrade_allow_version_skip",
+            OTHER: "upgrade_force"}
+
+
+def classify(current: str, target: str, min_upgradable: str = "") -> tuple[bool, str, str]:
+    """:func:`eligibility` plus which rule refused: ``(ok, reason, rule)``, ``rule`` one of
+    :data:`DOWNGRADE`, :data:`VERSION_SKIP`, :data:`OTHER` (``""`` when allowed)."""
+    if is_dev(target):
+        return True, f"target {target} is a development build", ""
+    if is_dev(current):
+        return False, (f"current version {current} is a development build; upgrading from it "
+                       "to a release is not supported"), OTHER
+    cur, tgt = parse(current), parse(target)
+    if cur is None or tgt is None:  # not reached: is_dev() is true for what does not parse
+        raise ValueError(f"cannot compare {current!r} and {target!r}")
+    if cur == tgt:
+        return True, f"same version {target}", ""
+    if tgt < cur:
+        return False, f"downgrade from {current} to {target} is not supported", DOWNGRADE
+    if min_upgradable:
+        minimum = parse(min_upgradable)
+        if minimum is not None and cur < minimum:
+            return False, (f"current version {current} is older than the minimum upgradable "
+                           f"version {min_upgradable} of {target}"), VERSION_SKIP
+    if cur.is_prerelease and cur.stable != tgt.stable:
+        return False, (f"current version {current} is a prerelease; it can only be upgraded "
+                       f"to a build of {cur.major}.{cur.minor}.{cur.patch}"), OTHER
+    return True, f"{current} can be upgraded to {target}", ""
+
+
 def eligibility(current: str, target: str, min_upgradable: str = "") -> tuple[bool, str]:
     """Whether ``current`` may be upgraded to ``target`` (toolkit rules, strict mode).
 
     Returns ``(ok, reason)``; ``reason`` explains a refusal (or why it is allowed).
     """
-    if is_dev(target):
-        return True, f"target {target} is a development build"
-    if is_dev(current):
-        return False, (f"current version {current} is a development build; upgrading from it "
-                       "to a release is not supported")
-    cur, tgt = parse(current), parse(target)
-    if cur is None or tgt is None:  # not reached: is_dev() is true for what does not parse
-        raise ValueError(f"cannot compare {current!r} and {target!r}")
-    if cur == tgt:
-        return True, f"same version {target}"
-    if tgt < cur:
-        return False, f"downgrade from {current} to {target} is not supported"
-    if min_upgradable:
-        minimum = parse(min_upgradable)
-        if minimum is not None and cur < minimum:
-            return False, (f"current version {current} is older than the minimum upgradable "
-                           f"version {min_upgradable} of {target}")
-    if cur.is_prerelease and cur.stable != tgt.stable:
-        return False, (f"current version {current} is a prerelease; it can only be upgraded "
-                       f"to a build of {cur.major}.{cur.minor}.{cur.patch}")
-    return True, f"{current} can be upgraded to {target}"
+    ok, why, _rule = classify(current, target, min_upgradable)
+    return ok, why
+
+
+def refusal(current: str, target: str, min_upgradable: str = "", *, force: bool = False,
+            allow_downgrade: bool = False, allow_version_skip: bool = False,
+            refuse_same: bool = False) -> tuple[str, str] | None:
+    """Why upgrading ``current`` to ``target`` is refused with these switches, as
+    ``(reason, rule)``, else ``None``. ``refuse_same``: the same release again is refused
+    too (lifted by ``force``), as a new plan and the pre-flight check refuse it."""
+    ok, why, rule = classify(current, target, min_upgradable)
+    if ok and refuse_same and not is_dev(target) and not is_dev(current) \
+            and compare(current, target) == 0:
+        ok, why, rule = False, f"the cluster already runs {target}", OTHER
+    if ok:
+        return None
+    lifted = {DOWNGRADE: allow_downgrade, VERSION_SKIP: allow_version_skip}.get(rule, force)
+    return None if lifted else (why, rule)

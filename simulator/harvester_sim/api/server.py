@@ -42,6 +42,7 @@ log = logging.getLogger("harvester_sim.api.server")
 
 JSON = "application/json"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+CONFLICT_VERBS = ("update", "patch", "delete")
 # kinds whose PUT creates a missing object (rest.Updater AllowCreateOnUpdate)
 CREATE_ON_UPDATE = {("", "events"), ("events.k8s.io", "events"), ("", "endpoints"),
                     ("coordination.k8s.io", "leases"), ("rbac.authorization.k8s.io", "roles"),
@@ -443,7 +444,9 @@ class ApiServer:
                 "Internal error occurred: injected fault" if code == 500 else
                 "the server is currently unable to handle the request")
             raise errors.ApiError(code, reason, msg)
-        if ctx.get("verb") in WRITE_VERBS and self._fault("api_conflict", ctx) is not None:
+        # a real apiserver's 409 Conflict ("the object has been modified") answers writes to
+        # an existing object (update, patch, delete); a create collides only as AlreadyExists
+        if ctx.get("verb") in CONFLICT_VERBS and self._fault("api_conflict", ctx) is not None:
             raise errors.conflict(ctx.get("resource", ""), ctx.get("group", ""),
                                   ctx.get("name") or "")
 

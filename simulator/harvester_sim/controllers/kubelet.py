@@ -29,7 +29,8 @@ period (``deletionGracePeriodSeconds``) ends, as kubelet does.
 
 API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
 :meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
-:meth:`node_fs`, :meth:`is_up`, and the host model below.
+:meth:`node_fs`, :meth:`is_up`, and the host model below; for tests, :meth:`repair` (the
+operator bringing back a node fault ``node_never_returns`` kept down).
 
 Host model (per node, for the upgrade programs that work on the host through ``/host``):
 ``host_files(node)`` is the node's file system as far as the upgrade touches it (path ->
@@ -197,6 +198,7 @@ class NodeState:
     report_timer: Any = None
     written_rv: int = 0            # resourceVersion of our last status write
     pending_info: dict[str, str] = field(default_factory=dict)
+    lost_info: dict[str, str] = field(default_factory=dict)   # what a lost node boots once repaired
     reboots: int = 0
     # the host's files that upgrade programs read or write (path -> content); ``/run`` is a
     # tmpfs, emptied by a reboot
@@ -1288,18 +1290,37 @@ class Kubelet:
         self.world.timeline.count("node_reboots")
         self.world.faults.notify("node_reboot", node=node)
         self._go_down(ns)
-        if self.world.faults.match("node_never_returns", node=node) is not None:
-            ns.down = "lost"
-            self.world.timeline.record("node_lost", node=node)
-            return True
         info: dict[str, str] = {}
         if new_os_image:
             info["osImage"] = new_os_image
         if new_kubelet_version:
             info["kubeletVersion"] = new_kubelet_version
             info["kubeProxyVersion"] = new_kubelet_version
+        if self.world.faults.match("node_never_returns", node=node) is not None:
+            ns.down = "lost"
+            ns.lost_info = info
+            self.world.timeline.record("node_lost", node=node)
+            return True
         self._after(self.timings.reboot_s, lambda: self._come_back(node, info, True))
         return True
+
+    def repair(self, node: str) -> None:
+        """The operator repaired a node that never came back from its reboot (fault
+        ``node_never_returns``: a hung boot, a dead disk controller, power): it boots what
+        the reboot was to boot (the OS installed before it, the kubelet it brings) and comes
+        back Ready ``timings.reboot_s`` later (timeline ``node_repaired``, then
+        ``node_ready``). It is the same reboot completing: no second ``node_reboot``. Any
+        thread; nothing happens for a node that is not lost."""
+        def run() -> None:
+            ns = self.nodes.get(node)
+            if ns is None or ns.down != "lost":
+                return
+            ns.down = "reboot"
+            info, ns.lost_info = dict(ns.lost_info), {}
+            self.world.timeline.record("node_repaired", node=node)
+            self._after(self.timings.reboot_s, lambda: self._come_back(node, info, True))
+
+        self.world.runtime.call_soon(run)
 
     def restart_kubelet(self, node: str, new_kubelet_version: str | None = None) -> bool:
         """Restart the kubelet (RKE2 upgrade): a short NotReady blip, pods keep running.

@@ -36,7 +36,9 @@ What it does, through the API only (see ``simulator/docs/kubevirt-longhorn.md``)
   records ``vm_killed`` in the timeline; VMs with runStrategy Always/RerunOnFailure restart.
 
 Faults: ``migration_fail`` and ``migration_hang`` (target keys ``vm`` = ``ns/name``,
-``name``, ``namespace``, ``node`` = the source node, ``target``).
+``name``, ``namespace``, ``node`` = the source node, ``target``). A hung migration makes no
+progress: virt-launcher aborts it after ``MigrationProgressTimeout`` (150 s) as KubeVirt does,
+unless the migration object is deleted first.
 Timeline: ``vm_started``, ``vm_stopped``, ``vm_killed``, ``vmi_failed``,
 ``vm_migration_started``/``succeeded``/``failed``, ``vm_evacuation_blocked``; counters
 ``vm_migrations`` (succeeded) and ``vm_migrations_failed``.
@@ -314,6 +316,9 @@ class PodInfo:
     graceful: bool = False      # graceful deletion seen (eviction / delete)
     unschedulable: str = ""     # scheduler message while unbound
 
+
+# KubeVirt's default migrations.progressTimeout (v1.5.2 pkg/virt-config/virt-config.go)
+MIGRATION_PROGRESS_TIMEOUT_S = 150
 
 @dataclass
 class VmiInfo:
@@ -1693,6 +1698,13 @@ class KubeVirt:
             m.hang = True
             self.world.timeline.record("vm_migration_hanging", vm=vm, source=m.source,
                                        target=m.target, migration=m.name)
+            # virt-launcher's migration monitor aborts a migration whose remaining data has
+            # not shrunk for progressTimeout seconds (kubevirt v1.5.2
+            # pkg/virt-launcher/virtwrap/live-migration-source.go isMigrationProgressing,
+            # default MigrationProgressTimeout 150 in pkg/virt-config/virt-config.go)
+            delay = MIGRATION_PROGRESS_TIMEOUT_S + 1
+            m.timer = self.world.runtime.after(delay, lambda: self._fail_migration(
+                key, f"Live migration stuck for {delay} seconds and has been aborted"))
             return
         spec = faults.match("migration_fail", **ctx)
         if spec is not None:

@@ -34,7 +34,7 @@ Progress: cluster ``status.conditions`` ``Updated`` (Unknown + message while rol
 ``node_cordoned``, ``pre_drain_set``, ``hook_acked``, ``drain_error``, ``drain_done``,
 ``rke2_applied``, ``post_drain_set``, ``node_uncordoned``, ``planner_done``; spans ``drain``
 and ``rke2_restart``. Fault ``planner_stuck`` (target ``node``/``machine`` optional): the
-planner stops progressing from that moment on.
+planner stops progressing from that moment on, until the fault is cleared (then it steps on).
 
 Upstream: rancher/rancher ``v2.11.2`` (Harvester v1.5.1) and ``v2.12.0`` (Harvester
 v1.6.0): ``pkg/capr/planner/planner.go`` (tiers, concurrency), ``pkg/capr/planner/drain.go``
@@ -155,6 +155,7 @@ class RancherPlanner:
                      "rke.cattle.io", "management.cattle.io")
         self.ensure_objects()
         rt = world.runtime
+        world.faults.on_clear(self._on_fault_cleared)
         rt.on("provisioning.cattle.io", "clusters", self._on_cluster)
         rt.on("", "secrets", self._on_secret)
         rt.on("", "nodes", self._on_node)
@@ -339,6 +340,19 @@ class RancherPlanner:
         if not self.stuck and self.world.faults.match("planner_stuck", **ctx) is not None:
             self.stuck = True
             self.world.timeline.record("planner_stuck", **ctx)
+        return self._still_stuck()
+
+    def _on_fault_cleared(self, kind: str) -> None:
+        if kind == "planner_stuck":
+            self.world.runtime.call_soon(lambda: (self.kick_reconcile(), self.tasks.kick()))
+
+    def _still_stuck(self) -> bool:
+        """Stuck until the fault is cleared (``faults.clear("planner_stuck")``: the operator
+        fixed what held the planner, e.g. restarted Rancher); then it steps on from where
+        it stopped, as a restarted planner re-reads its plans and continues."""
+        if self.stuck and not self.world.faults.present("planner_stuck"):
+            self.stuck = False
+            self.world.timeline.record("planner_unstuck")
         return self.stuck
 
     def reconcile(self) -> None:
@@ -486,7 +500,7 @@ class RancherPlanner:
     def _gate(self, e: Entry) -> TaskGen:
         """Wait forever once the planner is stuck (fault ``planner_stuck``)."""
         if self._check_stuck(node=e.node, machine=e.machine):
-            yield lambda: not self.stuck
+            yield lambda: not self._still_stuck()
 
     def _hooks_answered(self, e: Entry, hooks: list[str], value: str) -> bool:
         ann = self._annotations(e)

@@ -229,6 +229,8 @@ def normalize(data: dict[str, Any], label: str = "<dict>") -> dict[str, Any]:
     inv = scn.setdefault("invariants", {})
     inv.setdefault("max_cordoned", 1)
     inv.setdefault("dual_running_grace_s", 60.0)
+    inv.setdefault("max_unavailable", inv["max_cordoned"])
+    inv.setdefault("migration_completion_timeout_per_gib_s", 150.0)
     scn["nodes"] = _expand_nodes(scn.get("nodes") or [], seed, scn.get("cluster") or {}, label)
     scn["workloads"] = [_workload(w) for w in scn.get("workloads") or []]
     scn["vms"] = _expand_vms(scn.get("vms") or [], scn["nodes"], label)

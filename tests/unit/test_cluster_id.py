@@ -1,0 +1,76 @@
+"""A plan records its cluster (kube-system's uid); every lookup of a plan checks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    cluster_id,
+    node_kube,
+    plan_writer,
+)
+
+ANN = "harvester-upgrade.harvesterhci.io/cluster-uid"
+PLAN_API = "management.harvesterhci.io/v1beta1"
+
+
+class FakeKube:
+    check_mode = False
+
+    def __init__(self, uid: str, plans: list[dict[str, Any]]) -> None:
+        self.uid, self.plans, self.gets = uid, plans, 0
+
+    def get(self, api: str, kind: str, name: str, ns: str | None = None) -> Any:
+        self.gets += 1
+        if kind == "Namespace":
+            return {"metadata": {"name": name, "uid": self.uid}} if self.uid else None
+        return next((p for p in self.plans if p["metadata"]["name"] == name), None)
+
+    def list(self, api: str, kind: str, *a: Any, **kw: Any) -> list[dict[str, Any]]:
+        return self.plans
+
+    items = list
+
+    def resource(self, api: str, kind: str) -> object:
+        return object()
+
+
+def plan(name: str, uid: str | None, active: bool = True) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    if uid is not None:
+        md["annotations"] = {ANN: uid}
+    st = {"currentPhase": "ISODownloading",
+          "conditions": [{"type": "Progressing", "status": "True" if active else "False"}]}
+    return {"apiVersion": PLAN_API, "kind": "UpgradePlan", "metadata": md, "status": st}
+
+
+def test_same_cluster_and_unrecorded_plans_pass() -> None:
+    kube = FakeKube("uid-a", [plan("p", "uid-a")])
+    assert plan_writer.resolve(kube, "p")["metadata"]["name"] == "p"
+    assert plan_writer.resolve(kube, None)["metadata"]["name"] == "p"
+    assert node_kube.find_plan(kube, "p")["metadata"]["name"] == "p"
+    assert node_kube.find_plan(kube, None)["metadata"]["name"] == "p"
+    # an older collection's plan (no annotation) is not checked, and costs no read
+    kube = FakeKube("uid-a", [plan("old", None)])
+    assert plan_writer.resolve(kube, "old") is not None and kube.gets == 1
+
+
+def test_plan_of_another_cluster_is_refused_by_every_lookup() -> None:
+    kube = FakeKube("uid-b", [plan("p", "uid-a")])
+    for lookup in (lambda: plan_writer.resolve(kube, "p"), lambda: plan_writer.resolve(kube, None),
+                   lambda: plan_writer.find_active(kube)):
+        with pytest.raises(plan_writer.PlanError, match="belongs to another cluster.*uid-a.*uid-b"):
+            lookup()
+    for name in ("p", None):
+        with pytest.raises(node_kube.NodeLoopError, match="another cluster"):
+            node_kube.find_plan(kube, name)
+
+
+def test_cluster_uid_is_read_once_and_missing_is_an_error() -> None:
+    kube = FakeKube("uid-a", [])
+    assert cluster_id.cluster_uid(kube) == "uid-a" == cluster_id.cluster_uid(kube)
+    assert kube.gets == 1
+    with pytest.raises(cluster_id.ClusterMismatch, match="kube-system"):
+        cluster_id.cluster_uid(FakeKube("", []))
