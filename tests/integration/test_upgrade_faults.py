@@ -162,22 +162,21 @@ SPECS: dict[str, Spec] = {
                           {"node_upgrade_hook_timeout": 6, "node_upgrade_release_timeout": 6}),
     # node-1's reboot takes the API server away for 5000 simulated seconds (20 s here: longer
     # than the ~15 s of ordinary retries, shorter than the lock's 200 s renew deadline);
-    # node-2's reboot restarts it (every watch resumed from before answers 410 Gone); while
-    # node-2's pre-drain Job runs node-3's kubelet stops posting status for 1500 s; while
-    # node-1's runs, the replicas of the pinned VM's volume (attached on node-2) on node-2 and
-    # node-3 are lost, leaving the only healthy one on node-1 until Longhorn rebuilds them
+    # node-2's reboot restarts it (every watch resumed from before answers 410 Gone); when
+    # Rancher asks to drain node-2, node-3's kubelet stops posting status for 1500 s; when the
+    # first migration off node-1 starts (after the evacuation's volume check), the replicas of
+    # the pinned VM's volume (attached on node-2) on node-2 and node-3 are lost, leaving the
+    # only healthy one on node-1 until Longhorn rebuilds them
     "outages": Spec([
         {"kind": "api_outage", "times": 1, "seconds": 5000,
          "trigger": {"on": {"event": "node_reboot", "node": "node-1"}}},
         {"kind": "api_restart", "times": 1,
          "trigger": {"on": {"event": "node_reboot", "node": "node-2"}}},
         {"kind": "node_not_ready", "target": {"node": "node-3"}, "times": 1, "seconds": 1500,
-         "trigger": {"on": {"event": "node_job_started", "node": "node-2",
-                            "program": "pre-drain"}}},
+         "trigger": {"on": {"event": "pre_drain_set", "node": "node-2"}}},
         {"kind": "replica_lost", "target": {"pvc": "pinned-disk-0",
                                             "node": ["node-2", "node-3"]}, "times": 2,
-         "trigger": {"on": {"event": "node_job_started", "node": "node-1",
-                            "program": "pre-drain"}}},
+         "trigger": {"on": {"event": "migration_started", "node": "node-1"}}},
     ], timings={"replica_rebuild_s": 600}),
     # an outage (40 s here) longer than the renew deadline of a 24 s lease (16 s): the run
     # stops naming the lock, and a re-run continues
@@ -364,21 +363,21 @@ def test_api_restart_with_410_gone_on_every_resumed_watch_recovers(
 
 def test_another_node_not_ready_holds_the_drain_until_it_is_back(
         fault_run: Callable[[str], FaultRun]) -> None:
-    """node-3 NotReady while node-2's pre-drain Job runs: node-2's pre-drain is answered (and
-    Rancher drains it) only once node-3 is Ready again."""
+    """node-3 NotReady while node-2 is evacuated: node-2's pre-drain is answered (and Rancher
+    drains it) only once node-3 is Ready again."""
     run = fault_run("outages")
     _succeeded(run, "node_not_ready")
     [down] = _t(run, "node_not_ready", node="node-3", why="stalled")
     back = min(t for t in _t(run, "node_ready", node="node-3") if t > down)
     [acked] = _t(run, "hook_acked", node="node-2", hook="pre-drain")
-    assert acked > back, (down, back, acked)
+    assert down < acked and back < acked, (down, back, acked)
 
 
 def test_replica_lost_after_the_pre_drain_check_is_awaited(
         fault_run: Callable[[str], FaultRun]) -> None:
-    """Two of the pinned VM's three replicas lost while node-1's pre-drain Job runs (after
-    the evacuation's volume check): node-1's pre-drain is answered only once a replica
-    elsewhere is healthy again."""
+    """Two of the pinned VM's three replicas lost while node-1 is evacuated (after the
+    evacuation's volume check): node-1's pre-drain is answered only once a replica elsewhere
+    is healthy again."""
     run = fault_run("outages")
     _succeeded(run, "replica_lost")
     assert run.fired["replica_lost"] == 2
@@ -387,7 +386,7 @@ def test_replica_lost_after_the_pre_drain_check_is_awaited(
     volume = lost[0]["volume"]
     [acked] = _t(run, "hook_acked", node="node-1", hook="pre-drain")
     rebuilt = [t for t in _t(run, "replica_rebuilt", volume=volume) if t > lost[0]["t"]]
-    assert rebuilt and min(rebuilt) < acked, (lost, rebuilt, acked)
+    assert lost[-1]["t"] < acked and rebuilt and min(rebuilt) < acked, (lost, rebuilt, acked)
 
 
 def test_api_outage_longer_than_the_renew_deadline_stops_and_a_rerun_continues(

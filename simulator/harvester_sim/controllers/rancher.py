@@ -576,6 +576,7 @@ class RancherPlanner:
         tl.record("node_cordoned", node=e.node, machine=e.machine, tier=tier)
         self._annotate(e, {A_PRE_DRAIN: d})
         tl.record("pre_drain_set", node=e.node, machine=e.machine, value=d)
+        self.world.faults.notify("pre_drain_set", node=e.node, machine=e.machine)
         if pre_hooks:
             self._progress(e, f"waiting for pre-drain hooks on {tier} node(s) {e.machine}",
                            desired)
