@@ -177,7 +177,7 @@ SPECS: dict[str, Spec] = {
         {"kind": "replica_lost", "target": {"pvc": "pinned-disk-0",
                                             "node": ["node-2", "node-3"]}, "times": 2,
          "trigger": {"on": {"event": "migration_started", "node": "node-1"}}},
-    ], timings={"replica_rebuild_s": 600}),
+    ]),
     # an outage (40 s here) longer than the renew deadline of a 24 s lease (16 s): the run
     # stops naming the lock, and a re-run continues
     "outage-long": Spec([
@@ -363,14 +363,16 @@ def test_api_restart_with_410_gone_on_every_resumed_watch_recovers(
 
 def test_another_node_not_ready_holds_the_drain_until_it_is_back(
         fault_run: Callable[[str], FaultRun]) -> None:
-    """node-3 NotReady while node-2 is evacuated: node-2's pre-drain is answered (and Rancher
-    drains it) only once node-3 is Ready again."""
+    """node-3 NotReady once Rancher asks to drain node-2: node-2 is evacuated (tainted) and
+    its pre-drain answered (Rancher drains it) only once node-3 is Ready again."""
     run = fault_run("outages")
     _succeeded(run, "node_not_ready")
     [down] = _t(run, "node_not_ready", node="node-3", why="stalled")
     back = min(t for t in _t(run, "node_ready", node="node-3") if t > down)
     [acked] = _t(run, "hook_acked", node="node-2", hook="pre-drain")
+    tainted = _t(run, "node_drain_tainted", node="node-2")
     assert down < acked and back < acked, (down, back, acked)
+    assert tainted and all(back < t for t in tainted), (down, back, tainted)
 
 
 def test_replica_lost_after_the_pre_drain_check_is_awaited(

@@ -1078,6 +1078,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         return result
     if not shutdown_all:
         try:
+            # the head start only starts migrations (no taint): no other node need be Ready
+            ready = {"waited": False} if start_only else \
+                wait_nodes_ready(kube, node, volume_timeout)
             vol = wait_volumes_safe(kube, node, 0 if start_only else volume_timeout)
             pdb = wait_pdbs(kube, node, 0 if start_only else pdb_timeout)
         except WaitTimeout as exc:
@@ -1085,6 +1088,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                 return {**result, "deferred": str(exc)}
             writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
             raise
+        result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
     if start_only:
