@@ -21,8 +21,8 @@ description:
     rancher-system-agent drop-in the cluster upgrade left, so RKE2 can restart into the new
     version, removes RKE2's canal config, disables the RKE2 snapshot charts), waits for it and
     records C(PreDrained). With I(safety_timeout) it then waits, up to that many seconds, until
-    it is still safe to take the node down: every other node C(Ready) and no attached Longhorn
-    volume left with its last healthy replica on this node (a node gone NotReady or a replica
+    it is still safe to take the node down (every other node C(Ready), no attached Longhorn
+    volume left with its last healthy replica on this node; a node gone NotReady or a replica
     lost since the evacuation's checks); past it the node is marked C(PreDrainFailed), naming
     what is not safe, and nothing is answered.
   - I(step=released) waits until Rancher is done with the node (its drain annotations are gone,
