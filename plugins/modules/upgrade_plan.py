@@ -354,8 +354,9 @@ def resume_failed(module: AnsibleModule, kube: Kube, plan: dict[str, Any],
     name = plan["metadata"]["name"]
     have = plan_resume.plan_version(plan)
     stopped = _stopped_message(plan)
-    if (p.get("name") and p["name"] != name) or (p.get("version") and have
-                                                   and p["version"] != have):
+    other_name = bool(p.get("name")) and p["name"] != name
+    other_version = bool(p.get("version")) and bool(have) and p["version"] != have
+    if other_name or other_version:
         module.fail_json(msg=f"{stopped}. The cluster is part-way upgraded: continue that plan "
                          "(run again without upgrade_version/upgrade_plan_name) or abort it "
                          "(playbooks/abort.yml -e upgrade_abort_force=true) before another "

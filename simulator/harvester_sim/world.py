@@ -109,11 +109,13 @@ class World:
         self.started = True
 
     def stop(self) -> None:
+        # the runtime thread first: a controller's stop (timers cancelled, generators closed)
+        # must not run while that thread is inside one of its callbacks
+        self.runtime.stop()
         for ctrl in self.controllers.values():
             stop = getattr(ctrl, "stop", None)
             if callable(stop):
                 stop()
-        self.runtime.stop()
         for extra in self.extras.values():
             stop = getattr(extra, "stop", None)
             if callable(stop):

@@ -196,6 +196,34 @@ def test_cluster_role_via_group_and_resource_names(sim: testing.Running, raw: Ra
     assert raw("GET", "/api/v1/nodes/node-1", token=tok).status == 403
 
 
+def test_resource_names_allow_a_list_or_watch_of_that_one_name(
+        sim: testing.Running, raw: RawFn, sa: tuple[str, str]) -> None:
+    """A list/watch whose field selector asks for exactly ``metadata.name=x`` is authorized
+    with name ``x`` (requestinfo.go); any other selector, or none, has no name."""
+    ns, tok = sa
+    _apply(sim, _role(ns, "one-cm", [{"apiGroups": [""], "resources": ["configmaps"],
+                                      "resourceNames": ["a"], "verbs": ["list", "watch"]}]),
+           _binding(ns, "one-cm", "Role", "one-cm", [{"kind": "ServiceAccount",
+                                                      "name": "robot"}]))
+    base = f"/api/v1/namespaces/{ns}/configmaps"
+    assert raw("GET", f"{base}?fieldSelector=metadata.name%3Da", token=tok).status == 200
+    assert raw("GET", f"{base}?fieldSelector=metadata.name%3D%3Da", token=tok).status == 200
+    r = raw("GET", f"{base}?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Da",
+            token=tok)
+    assert r.status == 200
+    assert raw("GET", base, token=tok).status == 403
+    r = raw("GET", f"{base}?fieldSelector=metadata.name%3Db", token=tok)
+    assert r.status == 403
+    assert r.json()["message"].startswith(
+        f'configmaps "b" is forbidden: User "system:serviceaccount:{ns}:robot" cannot list '
+        'resource "configmaps"'), r.json()["message"]
+    assert raw("GET", f"{base}?fieldSelector=metadata.name%21%3Da", token=tok).status == 403
+    assert raw("GET", f"{base}?fieldSelector=metadata.namespace%3D{ns}",
+               token=tok).status == 403
+    # the name is the authorizer's only: a get of that name is a different verb
+    assert raw("GET", f"{base}/a", token=tok).status == 403
+
+
 def test_missing_roles_are_named_in_the_reason(sim: testing.Running, raw: RawFn,
                                                sa: tuple[str, str]) -> None:
     ns, tok = sa

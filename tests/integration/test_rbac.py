@@ -91,15 +91,84 @@ def test_cluster_phases_under_the_service_account(simulator: Any, playbook: Any)
     assert env["K8S_AUTH_KUBECONFIG"] != sim.env["K8S_AUTH_KUBECONFIG"]
 
 
+# (role namespace or None for the ClusterRole, group, resource, verb) a whole three-node
+# upgrade may not use, each for a path it does not take
+NOT_ON_THE_HAPPY_PATH = {
+    # upgrade-toolkit's Versions: read when Harvester's own Version of the target is missing
+    (None, "management.harvesterhci.io", "versions", "get"),
+    (None, "management.harvesterhci.io", "versions", "list"),
+    # a node read outside the node cycle's informer (e.g. a node module run on its own)
+    (None, "", "nodes", "get"),
+    # a VMI without a VirtualMachine on the node being drained; a hung migration aborted
+    (None, "kubevirt.io", "virtualmachineinstances", "delete"),
+    (None, "kubevirt.io", "virtualmachineinstancemigrations", "delete"),
+    # the lease renewed (a module running longer than a third of its duration)
+    ("harvester-system", "coordination.k8s.io", "leases", "update"),
+    # the restore-vm ConfigMap when upgrade-toolkit's pre-drain script has not made it
+    ("harvester-system", "", "configmaps", "create"),
+    # an Event repeated (its count bumped) in a namespace
+    ("harvester-system", "", "events", "list"),
+    ("harvester-system", "", "events", "patch"),
+    ("default", "", "events", "patch"),
+    # a machine-plan Secret read by name outside the node cycle's informer
+    ("fleet-local", "", "secrets", "get"),
+    # waiting for a node's Longhorn engines to be upgraded
+    ("longhorn-system", "longhorn.io", "engines", "watch"),
+    # the descheduler Addon enabled (Harvester v1.7.0+)
+    ("kube-system", "harvesterhci.io", "addons", "patch"),
+}
+
+
+def _granted(docs: list[dict[str, Any]]) -> list[tuple[str | None, dict[str, Any]]]:
+    """Every (role namespace, rule) of ``docs`` split to one resource and one verb each."""
+    out = []
+    for d in docs:
+        if d["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in d["rules"]:
+            for res in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out.append((d["metadata"].get("namespace"),
+                                {**rule, "resources": [res], "verbs": [verb]}))
+    return out
+
+
+def _key(ns: str | None, rule: dict[str, Any]) -> tuple[str | None, str, str, str]:
+    return ns, rule["apiGroups"][0], rule["resources"][0], rule["verbs"][0]
+
+
 def test_whole_upgrade_under_the_service_account(simulator: Any, playbook: Any) -> None:
+    """No request refused; and every rule of deploy/rbac.yaml is used by the run, or is
+    listed in NOT_ON_THE_HAPPY_PATH with the path that needs it (least privilege that is
+    minimal, not merely sufficient)."""
+    from harvester_sim.api.rbac import Request, rule_allows
     sim = simulator("three-node", speed=SPEED)
-    _apply(sim, _docs())
+    docs = _docs()
+    _apply(sim, docs)
+    sim.server.audit = []
     res = playbook(sim, env=_sa_env(sim), timeout=420)
     forbidden = _forbidden(sim)
     assert forbidden == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
     assert res.rc == 0, str(res)
     plans = _plans(sim)
     assert plans and plans[0]["status"]["currentPhase"] == "Succeeded"
+
+    user = "system:serviceaccount:" + SA.replace("/", ":")
+    made = []
+    for ev in sim.server.audit:
+        if ev["user"]["username"] != user:
+            continue
+        o = ev["objectRef"]
+        resource, _, sub = (o["resource"] or "").partition("/")
+        made.append(Request(ev["verb"], True, o["apiGroup"] or "", resource, sub,
+                            o["namespace"] or "", o["name"] or ""))
+    assert made, "the audit log recorded none of the ServiceAccount's requests"
+    unused = {_key(ns, rule) for ns, rule in _granted(docs)
+              if not any(rule_allows(rule, r) and (ns is None or r.namespace == ns)
+                         for r in made)}
+    assert unused <= NOT_ON_THE_HAPPY_PATH, sorted(unused - NOT_ON_THE_HAPPY_PATH, key=str)
+    granted = {_key(ns, rule) for ns, rule in _granted(docs)}
+    assert NOT_ON_THE_HAPPY_PATH <= granted, sorted(NOT_ON_THE_HAPPY_PATH - granted, key=str)
 
 
 def _without(docs: list[dict[str, Any]], kind: str, namespace: str | None, group: str,
@@ -144,3 +213,129 @@ def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
     text = json.dumps(st)
     assert "forbidden" in text and "virtualmachineimages" in text, st
     assert st.get("currentPhase") in ("ISODownloading", "Failed"), st
+
+
+LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system")
+LABEL = "management.harvesterhci.io/upgrade-plan"
+LH_SETTING = ("longhorn.io/v1beta2", "Setting", "replica-replenishment-wait-interval",
+              "longhorn-system")
+
+
+def _lease(sim: Any) -> dict[str, Any] | None:
+    try:
+        return sim.world.client.get(*LEASE)
+    except Exception:  # noqa: BLE001 - 404
+        return None
+
+
+def _owned(sim: Any, plan: str) -> list[str]:
+    """The plan's objects the abort must delete."""
+    c = sim.world.client
+    out = []
+    for av, kind, ns in [("apps/v1", "Deployment", "harvester-system"),
+                         ("v1", "Service", "harvester-system"),
+                         ("harvesterhci.io/v1beta1", "VirtualMachineImage", "harvester-system"),
+                         ("upgrade.cattle.io/v1", "Plan", "cattle-system"),
+                         ("batch/v1", "Job", "harvester-system")]:
+        out += [f"{kind}/{o['metadata']['name']}" for o in c.list(av, kind, ns)
+                if (o["metadata"].get("labels") or {}).get(LABEL) == plan]
+    return out
+
+
+def _no_403(sim: Any) -> None:
+    assert _forbidden(sim) == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
+
+
+def _aborted(sim: Any) -> dict[str, Any]:
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "Failed", st
+    cond = next(x for x in st.get("conditions") or [] if x["type"] == "Progressing")
+    assert cond["reason"] == "Aborted", cond
+    return plans[0]
+
+
+def test_abort_under_the_service_account(simulator: Any, playbook: Any) -> None:
+    """Cluster phases, then ``-e upgrade_abort=true``, both with only the ServiceAccount's
+    token: the plan's ISO, repo and SUC plans are deleted, the plan ends Failed (Aborted),
+    the lock is released, and not one request is refused."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _docs())
+    env = _sa_env(sim)
+    res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
+    assert res.rc == 0, str(res)
+    name = _plans(sim)[0]["metadata"]["name"]
+    assert _owned(sim, name), "the repo, ISO and preload plan should exist before the abort"
+    res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
+    assert res.rc == 0, str(res)
+    _no_403(sim)
+    _aborted(sim)
+    assert _owned(sim, name) == []
+    assert _lease(sim) is None
+
+
+def test_failed_node_and_abort_under_the_service_account(simulator: Any,
+                                                         playbook: Any) -> None:
+    """The whole upgrade with node-1's OS-upgrade Job failing, then the abort, both under the
+    ServiceAccount: the run ends Failed naming the Job and releases the lock; the abort
+    restores what the node roll held (Longhorn's replenishment wait, Rancher's upgrade
+    strategy) and deletes the plan's Jobs, ISO, repo and SUC plans. Not one request is
+    refused on either path (the failure path writes the plan's status, Events and the lock
+    as the happy path does not)."""
+    from harvester_sim.scenarios import loader
+    scenario = loader.load("three-node")
+    scenario.update(name="three-node-rbac-node-job-fail", faults=[
+        {"kind": "node_job_fail", "target": {"node": "node-1", "program": "post-drain"}}])
+    sim = simulator(scenario, speed=SPEED)
+    _apply(sim, _docs())
+    env = _sa_env(sim)
+    before = (sim.world.client.get(*LH_SETTING) or {}).get("value")
+    res = playbook(sim, env=env, timeout=600)
+    assert res.rc != 0, str(res)
+    _no_403(sim)
+    plans = _plans(sim)
+    assert len(plans) == 1
+    st = plans[0].get("status") or {}
+    assert st.get("currentPhase") == "Failed", st
+    assert "node-upgrade-post-drain-node-1" in json.dumps(st), st
+    assert (st.get("nodeUpgradeStatuses") or {}).get("node-1", {}).get("state") \
+        == "PostDrainFailed", st
+    assert _lease(sim) is None, "the failed run did not release the lock"
+    assert (sim.world.client.get(*LH_SETTING) or {}).get("value") != before, \
+        "the node roll should have raised Longhorn's replenishment wait"
+
+    res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
+    assert res.rc == 0, str(res)
+    _no_403(sim)
+    plans = _plans(sim)   # a Failed plan is cleaned up and keeps its verdict
+    assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Failed"
+    assert _owned(sim, plans[0]["metadata"]["name"]) == []
+    assert (sim.world.client.get(*LH_SETTING) or {}).get("value") == before
+    cluster = sim.world.client.get("provisioning.cattle.io/v1", "Cluster", "local",
+                                   "fleet-local")
+    assert not ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy")
+    assert _lease(sim) is None
+
+
+def test_without_node_proxy_disk_space_fails_naming_it_until_skipped(
+        simulator: Any, playbook: Any) -> None:
+    """An operator may withhold the most powerful read, ``nodes/proxy`` (kubelet API): the
+    pre-flight (a what-if here) disk_space check then fails naming the grant and the way
+    around it, and with ``preflight_skip_checks: [disk_space]`` it passes without a kubelet
+    read."""
+    sim = simulator("three-node", speed=SPEED)
+    _apply(sim, _without(_docs(), "ClusterRole", None, "", "nodes/proxy", "get"))
+    env = _sa_env(sim)
+    res = playbook(sim, tags="preflight", env=env, timeout=300)
+    assert res.rc != 0, res
+    assert "disk_space" in res.output and "may not get nodes/proxy" in res.output, res
+    assert "preflight_skip_checks: [disk_space]" in res.output, res
+    refused = _forbidden(sim)
+    assert refused == 3, sim.stats()["by_user_agent_request"]   # stats/summary of each node
+
+    assert _plans(sim) == []   # --tags preflight alone is a what-if: nothing created
+    res = playbook(sim, tags="preflight", env=env, timeout=300,
+                   extra_vars={"preflight_skip_checks": ["disk_space"]})
+    assert res.rc == 0, str(res)
+    assert _forbidden(sim) == refused, "a skipped disk_space check still read kubelet stats"

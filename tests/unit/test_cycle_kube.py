@@ -78,19 +78,24 @@ def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() ->
     assert len(dyn.calls) == 3 and dyn.calls[-1]["label_selector"] == "a=b"
 
 
-def test_delete_passes_the_preconditions_through(monkeypatch: Any) -> None:
-    """The lock releases its Lease with preconditions through whatever client the module has;
-    a node cycle's CycleKube used to refuse the argument (TypeError in the API-fault run)."""
-    seen: list[Any] = []
+def test_a_delete_with_preconditions_reaches_the_server() -> None:
+    """The lock's release deletes its Lease with preconditions through the node module's
+    CycleKube (a failing node module releases the lock): they are sent, not refused."""
+    sent: list[dict[str, Any]] = []
 
-    def delete(self: Any, api_version: str, kind: str, name: str,
-               namespace: str | None = None, propagation: str = "Background",
-               preconditions: dict[str, str] | None = None) -> bool:
-        seen.append((name, namespace, propagation, preconditions))
-        return True
+    class DelRes:
+        def delete(self, **kw: Any) -> Response:
+            sent.append(kw)
+            return Response({"kind": "Status", "status": "Success"})
 
-    monkeypatch.setattr(client.Kube, "delete", delete)
-    kube = node_cycle.CycleKube(Dyn())
+    class DelDyn:
+        class resources:   # noqa: N801 - the dynamic client's attribute
+            @staticmethod
+            def get(api_version: str, kind: str) -> DelRes:
+                return DelRes()
+
+    kube = node_cycle.CycleKube(DelDyn())
     pre = {"uid": "u1", "resourceVersion": "7"}
-    assert kube.delete("coordination.k8s.io/v1", "Lease", "lock", "ns", preconditions=pre)
-    assert seen == [("lock", "ns", "Background", pre)]
+    kube.delete("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system",
+                preconditions=pre)
+    assert sent and sent[0]["body"]["preconditions"] == pre, sent

@@ -376,3 +376,17 @@ def test_the_watch_holds_requests_back_once_the_lease_is_deleted() -> None:
     assert not h.renew()
     with pytest.raises(lock.LockLost, match="second/run-2"):
         h.check()
+
+
+def test_a_lease_this_process_released_is_not_taken_back() -> None:
+    """A failing module releases the lease while its renewal loop still runs: the loop sees
+    the deletion (as it would a hand's) but must not create the lease again, or the lock
+    outlives the run that released it."""
+    kube, clock = _Leases(), _Clock()
+    h, lost = _held(kube, clock)
+    h.stop()
+    assert lock.release(kube, "me/run-1") and kube.lease is None
+    assert not h.renew()
+    assert kube.lease is None and not lost
+    h.run()                                     # the loop ends at once, writing nothing
+    assert kube.lease is None

@@ -286,6 +286,28 @@ def fence() -> None:
         check()
 
 
+# Rancher's machine-plan Secrets (the drain hooks) are the only Secrets the collection reads,
+# all in fleet-local; their names derive from the CAPI Machines, so RBAC must let it read every
+# Secret there (docs/rbac.md). Every list and watch of Secrets in fleet-local asks the server
+# for that type alone, so no other Secret there (the cluster's kubeconfig, registration
+# tokens) ever reaches this process.
+MACHINE_PLAN_NS = "fleet-local"
+MACHINE_PLAN_FIELD_SELECTOR = "type=rke.cattle.io/machine-plan"
+
+
+def secret_selector(kind: str, namespace: str | None, field_selector: str | None
+                    ) -> str | None:
+    """``field_selector`` for a list/watch of ``kind`` in ``namespace``, narrowed to Rancher's
+    machine-plan Secrets when it reads Secrets of fleet-local."""
+    if kind != "Secret" or namespace != MACHINE_PLAN_NS:
+        return field_selector
+    if not field_selector:
+        return MACHINE_PLAN_FIELD_SELECTOR
+    if MACHINE_PLAN_FIELD_SELECTOR in field_selector.split(","):
+        return field_selector
+    return f"{field_selector},{MACHINE_PLAN_FIELD_SELECTOR}"
+
+
 def _raw(fn: Callable[..., Any], **kw: Any) -> dict[str, Any]:
     """``fn(**kw)`` on a dynamic-client resource, answered as a plain dict parsed from the
     response body (see the module doc)."""
@@ -404,6 +426,7 @@ class Kube:
                      label_selector: str | None = None, field_selector: str | None = None
                      ) -> tuple[list[dict[str, Any]], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
+        field_selector = secret_selector(kind, namespace, field_selector)
         kw: dict[str, Any] = {"namespace": namespace}
         if label_selector:
             kw["label_selector"] = label_selector
@@ -522,6 +545,8 @@ class Kube:
         ``{"type", "raw_object": dict}`` as the ``kubernetes`` Watch parses them."""
         from kubernetes import watch as kwatch
         fence()
+        field_selector = secret_selector(str(getattr(res, "kind", "")), namespace,
+                                         field_selector)
         w = watcher or kwatch.Watch()
         kw: dict[str, Any] = {"namespace": namespace, "label_selector": label_selector,
                               "field_selector": field_selector,

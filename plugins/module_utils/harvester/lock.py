@@ -541,6 +541,10 @@ class Holding:
         self.suspended = False
         self.last_error = ""
         self.renewed_at = self.clock() - self._age(lease)
+        # set (under ``writing``) when this process releases the lease: the renewal loop then
+        # neither re-creates the lease it sees deleted nor writes it again
+        self.released = False
+        self.writing = threading.Lock()
 
     @staticmethod
     def _age(lease: dict[str, Any]) -> float:
@@ -603,7 +607,9 @@ class Holding:
         created again if it was deleted; another holder means the lock is lost."""
         for _attempt in range(3):
             sent = self.clock()
-            with unfenced(self._too_late):
+            with unfenced(self._too_late), self.writing:
+                if self.released:
+                    return False
                 try:
                     lease = self.kube.get(*LEASE, NAME, NAMESPACE)
                     holder = _holder(lease)
@@ -633,7 +639,7 @@ class Holding:
         someone else (a watch on it): then the fence holds the module's requests until the
         next renewal settles who holds the lock."""
         rv = str((self.lease.get("metadata") or {}).get("resourceVersion") or "")
-        while self.lost is None:
+        while self.lost is None and not self.released:
             left = until - self.clock()
             if left <= 0:
                 return
@@ -667,12 +673,18 @@ class Holding:
     def run(self) -> None:
         """The renewal loop (its own thread)."""
         ok = True
-        while self.lost is None:
+        while self.lost is None and not self.released:
             due = self.renewed_at + self.renew_every if ok else self.clock() + self.retry
             self.wait_for_change(due)
-            if self.lost is not None:
+            if self.lost is not None or self.released:
                 return
             ok = self.renew()
+
+    def stop(self) -> None:
+        """This process is about to release the lease: after this returns no renewal writes it
+        (one in flight has finished), and its deletion is not taken for a hand's and undone."""
+        with self.writing:
+            self.released = True
 
     def enforce_deadline(self) -> None:
         """Lose the lock when the renew deadline passes (its own thread: the renewal loop
@@ -778,6 +790,8 @@ def hold(kube: Kube, module: Any) -> str | None:
     def fail_and_release(*args: Any, **kwargs: Any) -> None:
         module_ended()
         if _holding is None or _holding.lost is None:   # a lost lock is not ours to delete
+            if _holding is not None:
+                _holding.stop()
             release(kube, me)
         original_fail(*args, **kwargs)
 

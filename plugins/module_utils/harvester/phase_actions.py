@@ -199,8 +199,13 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
     f.vmis = served("vmis", c.VMI)
     f.migrations = served("migrations", c.VMIM)
     names = [n["metadata"]["name"] for n in f.nodes]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        f.disks = dict(zip(names, pool.map(lambda n: node_disk(kube, n), names), strict=True))
+    if "disk_space" in (params.get("skip_checks") or ()) or \
+            preflight_checks.annotation_true(f.plan_annotations, c.ANN_SKIP_GC_THRESHOLD):
+        f.disks = {}   # skipped: no kubelet reads (nodes/proxy may be withheld, docs/rbac.md)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            f.disks = dict(zip(names, pool.map(lambda n: node_disk(kube, n), names),
+                               strict=True))
     f.cert_expiry = api_cert_expiry(kube)
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
         migration_target,
@@ -214,6 +219,10 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
 def node_disk(kube: Kube, node: str) -> preflight_checks.NodeDisk | str:
     """Disk usage and image GC threshold of one node, through the node proxy."""
     status, body = kube.raw_get(f"/api/v1/nodes/{node}/proxy/stats/summary", timeout=15)
+    if status == 403:
+        return ("stats/summary answered HTTP 403: this identity may not get nodes/proxy "
+                "(deploy/rbac.yaml grants it; see docs/rbac.md); grant it, or skip the "
+                "check with preflight_skip_checks: [disk_space]")
     if status != 200:
         return f"stats/summary answered HTTP {status}"
     try:

@@ -195,8 +195,8 @@ def iso_unverified(version_name: str | None, version_obj: dict[str, Any] | None
     if not checksum:
         return (f"Version {version_name} has no spec.isoChecksum: its ISO ({url}) would be "
                 f"downloaded unverified{insecure}")
-    if len(checksum) != ISO_CHECKSUM_HEX or any(ch not in "0123456789abcdefABCDEF"
-                                                 for ch in checksum):
+    hex_digits = set("0123456789abcdefABCDEF")
+    if len(checksum) != ISO_CHECKSUM_HEX or not set(checksum) <= hex_digits:
         return (f"Version {version_name} spec.isoChecksum is not a SHA-512 digest "
                 f"({len(checksum)} characters, 128 hex digits expected): its ISO ({url}) "
                 f"cannot be verified{insecure}")

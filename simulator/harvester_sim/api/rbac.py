@@ -10,7 +10,9 @@ A request is allowed when any rule of any role bound to the user allows it:
   binding's namespace).
 - Rules: ``verbs``, ``apiGroups``, ``resources`` (``plural``, ``plural/subresource``,
   ``*/subresource``, ``*``), ``resourceNames`` (never matches a request without a name:
-  list, watch, create), ``nonResourceURLs`` (exact, ``/prefix/*`` or ``*``); ``*`` everywhere.
+  create, or a list/watch unless its field selector asks for exactly one ``metadata.name``,
+  which the request's attributes then carry, see ``routing.authz_name``),
+  ``nonResourceURLs`` (exact, ``/prefix/*`` or ``*``); ``*`` everywhere.
 - ``system:masters`` is allowed everything (the superuser group, before RBAC).
 - The bootstrap policy every cluster has is built in (not stored): ``cluster-admin``,
   ``system:discovery`` and ``system:basic-user`` for ``system:authenticated``,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from .selectors import parse_field_selector
+
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
 
@@ -30,6 +32,23 @@ class RequestInfo:
     @property
     def full_resource(self) -> str:
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+def authz_name(info: RequestInfo, field_selector: str | None) -> str:
+    """The name the authorizer sees: a list or watch asking for exactly one
+    ``metadata.name`` through its field selector carries that name, so a rule with
+    ``resourceNames`` can allow it (k8s.io/apiserver pkg/endpoints/request/requestinfo.go,
+    ``RequestInfoFactory.NewRequestInfo``: ``FieldSelector.RequiresExactMatch("metadata.name")``
+    and a name valid as a path segment). A selector that does not parse gives no name."""
+    if info.name or info.verb not in ("list", "watch") or not field_selector:
+        return info.name or ""
+    try:
+        name = parse_field_selector(field_selector).value_of("metadata.name")
+    except Exception:  # noqa: BLE001 - the apiserver logs and goes on without a name
+        return ""
+    if not name or name in (".", "..") or "/" in name or "%" in name:
+        return ""
+    return name
 
 
 def parse(method: str, path: str, watch_param: bool) -> RequestInfo:

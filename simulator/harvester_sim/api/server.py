@@ -380,14 +380,17 @@ class ApiServer:
             self._by_verb_resource[vr] = self._by_verb_resource.get(vr, 0) + 1
             self._by_agent[agent] = self._by_agent.get(agent, 0) + 1
 
-    def audit_event(self, ctx: dict[str, Any], code: int, received: float) -> None:
-        """Append one audit Event (the fields kube-apiserver writes at level Metadata)."""
+    def audit_event(self, ctx: dict[str, Any], code: int, received: float,
+                    stage: str = "ResponseComplete") -> None:
+        """Append one audit Event (the fields kube-apiserver writes at level Metadata); a
+        watch is logged when its response starts (``ResponseStarted``, as for every
+        long-running request)."""
         with self._stats_lock:
             if self.audit is None:
                 return
             self.audit.append({
                 "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
-                "auditID": str(uuid.uuid4()), "stage": "ResponseComplete",
+                "auditID": str(uuid.uuid4()), "stage": stage,
                 "verb": ctx.get("verb"), "user": {"username": ctx.get("user")},
                 "userAgent": ctx.get("user_agent_full") or ctx.get("user_agent"),
                 "objectRef": {"resource": ctx.get("resource"),
@@ -701,16 +704,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.api.count(info.verb, info.full_resource, agent)
             self.api.count_request(agent, f"{info.verb} {info.group}/{info.full_resource}")
+            name = routing.authz_name(info, self.q.get("fieldSelector"))
             ok, why = self.api.authorize(uinfo, AuthzRequest(
                 info.verb, True, info.group, info.resource, info.subresource or "",
-                info.namespace or "", info.name or "", split.path))
+                info.namespace or "", name, split.path))
             if not ok:
                 raise errors.forbidden(user, info.verb, info.full_resource, info.group,
-                                       info.namespace, info.name, why)
+                                       info.namespace, name or None, why)
             ctx = {"verb": info.verb, "resource": info.full_resource, "group": info.group,
                    "namespace": info.namespace or "", "name": info.name or "",
                    "user": user, "user_agent": agent}
-            self.audit_ctx = {**ctx, "user_agent_full": self.agent_full}
+            # the audit objectRef names what the authorizer saw (a list/watch of one name too)
+            self.audit_ctx = {**ctx, "name": name, "user_agent_full": self.agent_full}
             self.api.inject_faults(ctx)
             self._resource(method, info, body, ctx)
         except Response as r:
@@ -1443,6 +1448,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.api.count_code(200)
         self.wfile.flush()
+        audit = getattr(self, "audit_ctx", None)
+        if audit is not None and self.api.audit is not None:
+            self.api.audit_event(audit, 200, self.received, stage="ResponseStarted")
+            self.audit_ctx = None
         if err is not None:
             self._chunk(_dumps({"type": "ERROR", "object": err.status()}) + b"\n")
             self._end_chunks()

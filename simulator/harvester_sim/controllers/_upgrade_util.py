@@ -177,7 +177,10 @@ class TaskRunner:
         t.done = True
         if t.timer is not None:
             t.timer.cancel()
-        t.gen.close()
+        try:
+            t.gen.close()
+        except ValueError:   # being advanced in the runtime thread: done stops it there
+            pass
 
     def stop(self) -> None:
         for name in list(self.tasks):
