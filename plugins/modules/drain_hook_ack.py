@@ -20,7 +20,11 @@ description:
     runs Job C(<plan>-node-upgrade-pre-drain-<node>) (C(upgrade_node.sh pre-drain), which undoes the
     rancher-system-agent drop-in the cluster upgrade left, so RKE2 can restart into the new
     version, removes RKE2's canal config, disables the RKE2 snapshot charts), waits for it and
-    records C(PreDrained).
+    records C(PreDrained). With I(safety_timeout) it then waits, up to that many seconds, until
+    it is still safe to take the node down (every other node C(Ready), no attached Longhorn
+    volume left with its last healthy replica on this node; a node gone NotReady or a replica
+    lost since the evacuation's checks); past it the node is marked C(PreDrainFailed), naming
+    what is not safe, and nothing is answered.
   - I(step=released) waits until Rancher is done with the node (its drain annotations are gone,
     the node is uncordoned and its kubelet runs the release's Kubernetes version).
   - On a deadline the node is marked C(PreDrainFailed)/C(PostDrainFailed) and the plan Failed,
@@ -55,6 +59,11 @@ options:
       I(step=answer)).
     type: int
     default: 3600
+  safety_timeout:
+    description: I(step=answer) of the pre-drain hook only. Seconds to wait for the other nodes
+      to be C(Ready) and the Longhorn volumes to be safe before answering; omitted, that is
+      not checked here.
+    type: int
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
@@ -115,6 +124,7 @@ def main() -> None:
         step={"type": "str", "choices": ["await", "answer", "released"], "default": "await"},
         batch={"type": "list", "elements": "str"},
         timeout={"type": "int", "default": 3600},
+        safety_timeout={"type": "int"},
     )
     module = node_module.new_module(spec)
     p = module.params
@@ -125,7 +135,8 @@ def main() -> None:
                                          p["batch"])
         if p["step"] == "answer":
             return node_steps.answer_hook(kube, writer, p["node"], p["hook"],
-                                          job_timeout=p["timeout"])
+                                          job_timeout=p["timeout"],
+                                          safety_timeout=p["safety_timeout"])
         res = node_steps.await_release(kube, writer, p["node"], p["timeout"])
         res.setdefault("value", "")
         res.setdefault("passed", False)

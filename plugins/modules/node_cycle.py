@@ -92,7 +92,9 @@ options:
     type: int
     default: 3600
   volume_timeout:
-    description: Seconds to wait for Longhorn volumes to be safe (rebuilds).
+    description: Seconds to wait for every other node to be C(Ready) and the Longhorn
+      volumes to be safe (rebuilds), before the evacuation and again right before the
+      pre-drain hook is answered.
     type: int
     default: 1800
   pdb_timeout:

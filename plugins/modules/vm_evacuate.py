@@ -71,7 +71,8 @@ options:
     type: int
     default: 3600
   volume_timeout:
-    description: Seconds to wait for Longhorn volumes to be safe (rebuilds).
+    description: Seconds to wait, before anything is moved, for every other node to be
+      C(Ready) and for the Longhorn volumes to be safe (rebuilds).
     type: int
     default: 1800
   pdb_timeout:

@@ -56,6 +56,10 @@ CONTEXT_KEYS: dict[str, tuple[str, ...]] = {
     "cert_near_expiry": ("endpoint",),
     "planner_stuck": ("node", "machine", "cluster"),
     "chart_stuck": ("chart",),
+    "api_outage": ("endpoint",),
+    "api_restart": ("endpoint",),
+    "node_not_ready": ("node",),
+    "replica_lost": ("volume", "namespace", "pvc", "node"),
 }
 
 

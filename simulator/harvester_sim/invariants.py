@@ -44,7 +44,11 @@ in commit order, independent of any controller. Violations are dicts
 ``too_many_unavailable``
     more nodes unavailable at once than ``invariants.max_unavailable`` (default:
     ``max_cordoned``, 1); a node is unavailable while it is cordoned, NotReady or carries the
-    ``kubevirt.io/drain`` taint. Once per episode.
+    ``kubevirt.io/drain`` taint. Once per episode. The upgrade is blamed for what it does: an
+    episode is recorded when a node is cordoned, drain-tainted, or goes NotReady while
+    cordoned or drain-tainted (a reboot the upgrade asked for) with the count over the limit;
+    a node that goes NotReady by itself (neither cordoned nor tainted: a failure outside the
+    upgrade) pushing it over does not count until the upgrade takes something more down.
 ``etcd_quorum_lost``
     more etcd members (nodes labelled ``node-role.kubernetes.io/etcd=true``) NotReady at once
     than the cluster tolerates (``(members - 1) // 2``); checked with 3 or more members (with
@@ -203,6 +207,7 @@ class Monitor:
         self.max_cordoned_seen = 0
         self.max_unavailable_seen = 0
         self._unavailable_breach = False
+        self._last_unavailable: dict[str, list[str]] = {}
         self._quorum_breach = False
         self.node_reboots: Counter[str] = Counter()
         self.pdbs: dict[Key, Obj] = {}
@@ -416,7 +421,14 @@ class Monitor:
         down = self.unavailable()
         n = len(down)
         self.max_unavailable_seen = max(self.max_unavailable_seen, n)
-        if n > self.max_unavailable and not self._unavailable_breach and not seeding:
+        before, self._last_unavailable = self._last_unavailable, down
+        # what just became unavailable, and whether the upgrade did it (see the module doc)
+        by_upgrade = any(why != "NotReady" or name in self.cordoned or
+                         name in self.drain_tainted
+                         for name, whys in down.items() for why in whys
+                         if why not in before.get(name, []))
+        if n > self.max_unavailable and not self._unavailable_breach and not seeding \
+                and by_upgrade:
             self._unavailable_breach = True
             self.record("too_many_unavailable",
                         f"{n} nodes unavailable at once (limit {self.max_unavailable}): "

@@ -458,6 +458,27 @@ def test_volume_degraded(run: Callable[..., tuple[testing.Running, Http]]) -> No
     assert [f["pvc"] for f in fired(sim, "volume_degraded")] == ["v1-disk-0"]
 
 
+def test_replica_lost(run: Callable[..., tuple[testing.Running, Http]]) -> None:
+    """One replica process dies: the volume is degraded, then Longhorn reuses the replica
+    (rebuilt in place, same name) and the volume is healthy again."""
+    vms = [{"name": "v1", "memory": "1Gi", "cpu": 1}, {"name": "v2", "memory": "1Gi", "cpu": 1}]
+    sim, h = run([{"kind": "replica_lost", "target": {"pvc": "v1-disk-0", "node": "node-2"},
+                   "times": 1}], nodes=3, vms=vms)
+    wait_for(lambda: fired(sim, "replica_lost"), what="the fault")
+    name = _volume_of(h, "v1-disk-0")["metadata"]["name"]
+    failed = [e for e in sim.world.timeline.snapshot() if e.get("event") == "replica_failed"
+              and e.get("volume") == name]
+    assert [e["node"] for e in failed] == ["node-2"]
+    assert _volume_of(h, "v2-disk-0")["status"]["robustness"] == "healthy"
+    wait_for(lambda: _volume_of(h, "v1-disk-0")["status"]["robustness"] == "healthy",
+             what="v1's volume rebuilt", timeout=30)
+    reps = h.get(f"{LH}/replicas?labelSelector=longhornvolume%3D{name}")["items"]
+    assert sorted(r["spec"]["nodeID"] for r in reps) == ["node-1", "node-2", "node-3"]
+    assert not any(r["spec"].get("failedAt") for r in reps)
+    assert [(f["pvc"], f["node"]) for f in fired(sim, "replica_lost")] == [("v1-disk-0",
+                                                                             "node-2")]
+
+
 # ------------------------------------------------------------------------------- releases
 def _release_get(url: str) -> tuple[int, bytes]:
     try:
@@ -637,6 +658,96 @@ def test_watch_cut(run: Callable[..., tuple[testing.Running, Http]]) -> None:
     other.close()
     got = fired(sim, "watch_cut")
     assert [(f["verb"], f["resource"]) for f in got] == [("watch", "configmaps")]
+
+
+def _refused(h: Http) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", h.port), timeout=2).close()
+    except (ConnectionRefusedError, ConnectionResetError):   # reset: closed while connecting
+        return True
+    return False
+
+
+def test_api_outage(run: Callable[..., tuple[testing.Running, Http]]) -> None:
+    """A control-plane node's reboot takes the API server away for ``seconds``: new
+    connections are refused, open watch streams end, then it serves again on the port."""
+    sim, h = run([{"kind": "api_outage", "trigger": {"on": {"event": "node_reboot",
+                                                            "node": "node-1"}},
+                   "times": 1, "seconds": 600}], speed=300)
+    kubelet = sim.world.controllers["kubelet"]
+    assert kubelet.reboot("node-2")                # another node: no outage
+    time.sleep(0.3)
+    assert not _refused(h) and not fired(sim, "api_outage")
+    cms = "/api/v1/namespaces/default/configmaps"
+    w = Watch(h, cms, h.get(cms)["metadata"]["resourceVersion"])
+    t0 = time.monotonic()
+    assert kubelet.reboot("node-1")
+    wait_for(lambda: _refused(h), what="connections refused")
+    assert w.next() is None                         # the stream ends without its last chunk
+    w.close()
+    wait_for(lambda: not _refused(h), what="the API server back", timeout=30)
+    assert time.monotonic() - t0 >= 600 / 300 * 0.9
+    assert h.get(cms)["kind"] == "ConfigMapList"
+    assert [f["endpoint"] for f in fired(sim, "api_outage")] == ["apiserver"]
+    assert [o["kind"] for o in sim.server.outages] == ["api_outage"]
+    time.sleep(0.3)
+    assert not _refused(h)                          # times: 1
+
+
+def test_api_restart(run: Callable[..., tuple[testing.Running, Http]]) -> None:
+    """After a restart a watch resumed from a resourceVersion older than the restart gets a
+    410 Expired ERROR event; a fresh list and watch work."""
+    sim, h = run([{"kind": "api_restart", "trigger": {"on": "go"}, "times": 1}], nodes=1)
+    cms = "/api/v1/namespaces/default/configmaps"
+    old_rv = h.get(cms)["metadata"]["resourceVersion"]
+    w = Watch(h, cms, old_rv)
+    h.create(cms, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "before"}})
+    ev = w.next()
+    assert ev is not None and ev["type"] == "ADDED"
+    seen_rv = ev["object"]["metadata"]["resourceVersion"]
+    h.create(cms, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "between"}})
+    assert w.next() is not None
+    sim.world.faults.notify("go")
+    assert w.next() is None                         # the restart ended the stream
+    w.close()
+    wait_for(lambda: sim.server.outages, what="the restart done")
+    for rv in (old_rv, seen_rv):
+        w2 = Watch(h, cms, rv)
+        ev = w2.next()
+        w2.close()
+        assert ev is not None and ev["type"] == "ERROR", ev
+        st = ev["object"]
+        assert (st["code"], st["reason"]) == (410, "Expired")
+        assert st["message"].startswith(f"too old resource version: {rv} (")
+    lst = h.get(cms)
+    w3 = Watch(h, cms, lst["metadata"]["resourceVersion"])
+    h.create(cms, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}})
+    ev = w3.next()
+    w3.close()
+    assert ev is not None and (ev["type"], ev["object"]["metadata"]["name"]) == (
+        "ADDED", "after")
+    assert len(fired(sim, "api_restart")) == 1
+
+
+def test_node_not_ready(run: Callable[..., tuple[testing.Running, Http]]) -> None:
+    """The kubelet stops posting status for ``seconds``: Ready Unknown and the unreachable
+    taints, pods kept; then Ready again with the taints gone. Another node is untouched."""
+    sim, h = run([{"kind": "node_not_ready", "target": {"node": "node-2"}, "times": 1,
+                   "seconds": 600}], nodes=2, speed=300)
+    wait_for(lambda: _ready(h, "node-2") == "Unknown", what="node-2 NotReady")
+    node = h.get("/api/v1/nodes/node-2")
+    assert {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []} >= {
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute")}
+    assert condition(node, "Ready")["message"] == "Kubelet stopped posting node status."
+    assert _ready(h, "node-1") == "True"
+    assert h.call("GET", "/api/v1/nodes/node-2/proxy/healthz").status == 502
+    wait_for(lambda: _ready(h, "node-2") == "True", what="node-2 Ready again", timeout=30)
+    node = h.get("/api/v1/nodes/node-2")
+    assert not [t for t in node["spec"].get("taints") or []
+                if t["key"] == "node.kubernetes.io/unreachable"]
+    assert sim.world.controllers["kubelet"].nodes["node-2"].reboots == 0
+    assert [f["node"] for f in fired(sim, "node_not_ready")] == ["node-2"]
 
 
 # --------------------------------------------------------------------------- Rancher, charts

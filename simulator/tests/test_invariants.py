@@ -383,6 +383,30 @@ def test_a_notready_node_counts_as_unavailable() -> None:
     assert v["reasons"] == {"n1": ["cordoned"], "n2": ["NotReady"]}
 
 
+def test_a_node_failing_by_itself_is_not_the_upgrades_doing_until_it_takes_more() -> None:
+    """n1 is being upgraded (cordoned, drain-tainted) when n2 goes NotReady by itself: not a
+    violation; the upgrade rebooting n1 meanwhile is (as is cordoning another node)."""
+    env = Env(max_unavailable=1)
+    for n in ("n1", "n2", "n3"):
+        env.node(n)
+    env.start()
+    env.cordon("n1")
+    env.taint("n1")
+    env.set_ready("n2", False)          # its kubelet stopped posting status
+    assert env.kinds == []
+    env.set_ready("n1", False)          # the upgrade reboots n1 all the same
+    assert env.kinds == ["too_many_unavailable"]
+    v = env.mon.violations[0]  # type: ignore[union-attr]
+    assert v["reasons"] == {"n1": ["cordoned", "NotReady", "kubevirt.io/drain"],
+                            "n2": ["NotReady"]}
+    env.set_ready("n1", True)
+    env.set_ready("n2", True)
+    env.set_ready("n3", False)          # another outside failure: nothing new is blamed
+    assert env.kinds == ["too_many_unavailable"]
+    env.cordon("n2")                    # ... until the upgrade cordons one more node
+    assert env.kinds == ["too_many_unavailable"] * 2
+
+
 def test_the_drain_taint_counts_as_unavailable() -> None:
     env = Env(max_unavailable=1)
     for n in ("n1", "n2"):

@@ -95,7 +95,7 @@ def test_schema_timings_match_the_timings_dataclass() -> None:
 
 def test_schema_fault_kinds() -> None:
     kinds = loader.schema()["$defs"]["fault"]["properties"]["kind"]["enum"]
-    assert len(kinds) == len(set(kinds)) == 21
+    assert len(kinds) == len(set(kinds)) == 25
     assert set(kinds) == set(CONTEXT_KEYS)
 
 

@@ -21,6 +21,12 @@ Fault kind -> test (the kinds tested elsewhere are listed in docs/resilience.md)
 ``planner_stuck``                 ``test_stuck_rancher_planner_fails_at_the_hook_deadline``
 ``job_fail`` (extra)              ``test_failed_cluster_upgrade_job_fails_naming_it``
 ``chart_stuck`` (extra)           ``test_stuck_chart_fails_cluster_upgrade_at_its_deadline``
+``api_outage`` (20 s)             ``test_api_outage_shorter_than_the_renew_deadline_is_ridden_out``
+``api_outage`` (past the lock)    ``test_api_outage_longer_than_the_renew_deadline_stops_and_a_``
+                                  ``rerun_continues``
+``api_restart`` (410 Gone)        ``test_api_restart_with_410_gone_on_every_resumed_watch_recovers``
+``node_not_ready`` (another node) ``test_another_node_not_ready_holds_the_drain_until_it_is_back``
+``replica_lost``                  ``test_replica_lost_after_the_pre_drain_check_is_awaited``
 ================================  ===========================================================
 
 Recovery after ``planner_stuck``, ``node_job_fail`` and ``node_never_returns`` (fix the cause,
@@ -67,6 +73,11 @@ EXTRA = pytest.mark.skipif(not os.environ.get("HARVESTER_FAULTS_ALL"),
 class Spec:
     faults: list[dict[str, Any]]
     extra_vars: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    # the scenario's timings overridden (simulated seconds)
+    timings: dict[str, float] = field(default_factory=dict)
+    # run the playbook a second time (the fault spent) when the first run failed
+    rerun: bool = False
 
 
 @dataclass
@@ -77,6 +88,9 @@ class FaultRun:
     plan: dict[str, Any]
     report: dict[str, Any]
     seconds: float
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    # the first run's rc, output and plan phase when the spec re-runs
+    first: tuple[int, str, str] | None = None
 
     @property
     def phase(self) -> str:
@@ -146,6 +160,30 @@ SPECS: dict[str, Spec] = {
                         {"upgrade_cluster_upgrade_timeout": 8}),
     "planner-stuck": Spec([{"kind": "planner_stuck", "target": {"node": "node-1"}}],
                           {"node_upgrade_hook_timeout": 6, "node_upgrade_release_timeout": 6}),
+    # node-1's reboot takes the API server away for 5000 simulated seconds (20 s here: longer
+    # than the ~15 s of ordinary retries, shorter than the lock's 200 s renew deadline);
+    # node-2's reboot restarts it (every watch resumed from before answers 410 Gone); when
+    # Rancher asks to drain node-2, node-3's kubelet stops posting status for 1500 s; when the
+    # first migration off node-1 starts (after the evacuation's volume check), the replicas of
+    # the pinned VM's volume (attached on node-2) on node-2 and node-3 are lost, leaving the
+    # only healthy one on node-1 until Longhorn rebuilds them
+    "outages": Spec([
+        {"kind": "api_outage", "times": 1, "seconds": 5000,
+         "trigger": {"on": {"event": "node_reboot", "node": "node-1"}}},
+        {"kind": "api_restart", "times": 1,
+         "trigger": {"on": {"event": "node_reboot", "node": "node-2"}}},
+        {"kind": "node_not_ready", "target": {"node": "node-3"}, "times": 1, "seconds": 1500,
+         "trigger": {"on": {"event": "pre_drain_set", "node": "node-2"}}},
+        {"kind": "replica_lost", "target": {"pvc": "pinned-disk-0",
+                                            "node": ["node-2", "node-3"]}, "times": 2,
+         "trigger": {"on": {"event": "migration_started", "node": "node-1"}}},
+    ]),
+    # an outage (40 s here) longer than the renew deadline of a 24 s lease (16 s): the run
+    # stops naming the lock, and a re-run continues
+    "outage-long": Spec([
+        {"kind": "api_outage", "times": 1, "seconds": 10000,
+         "trigger": {"on": {"event": "node_reboot", "node": "node-1"}}},
+    ], env={"HARVESTER_UPGRADE_LOCK_DURATION": "24"}, rerun=True),
 }
 
 
@@ -156,16 +194,35 @@ def _run(name: str, run_playbook: Callable[..., Any]) -> FaultRun:
     spec = SPECS[name]
     scenario = loader.load("three-node")
     scenario.update(name=f"three-node-fault-{name}", faults=[dict(f) for f in spec.faults])
+    if spec.timings:
+        scenario["timings"] = {**(scenario.get("timings") or {}), **spec.timings}
     t0 = time.monotonic()
-    with testing.running(scenario, speed=SPEED) as sim:
-        res = run_playbook(sim, "upgrade.yml", extra_vars=spec.extra_vars or None, timeout=600)
+
+    def plan_of(sim: Any) -> dict[str, Any]:
         try:
             plans = list(sim.world.client.list(PLAN_API, "UpgradePlan"))
         except Exception:  # noqa: BLE001 - no CRD: no plan was created
             plans = []
-        plan = plans[0] if plans else {}
+        return plans[0] if plans else {}
+
+    first = None
+    with testing.running(scenario, speed=SPEED) as sim:
+        res = run_playbook(sim, "upgrade.yml", extra_vars=spec.extra_vars or None, timeout=600,
+                           env=spec.env or None)
+        if spec.rerun and res.rc != 0:
+            st = plan_of(sim).get("status") or {}
+            first = (res.rc, res.output, str(st.get("currentPhase") or ""))
+            # as an operator would: re-run once the API server answers again
+            deadline = time.monotonic() + 300
+            while sim.server.down and time.monotonic() < deadline:
+                time.sleep(0.5)
+            res = run_playbook(sim, "upgrade.yml", extra_vars=spec.extra_vars or None,
+                               timeout=600, env=spec.env or None)
+        plan = plan_of(sim)
         report = rep.build(sim.world)
-    return FaultRun(name, res.rc, res.output, plan, report, round(time.monotonic() - t0, 1))
+        timeline = sim.world.timeline.snapshot()
+    return FaultRun(name, res.rc, res.output, plan, report, round(time.monotonic() - t0, 1),
+                    timeline, first)
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +339,64 @@ def test_stuck_chart_fails_cluster_upgrade_at_its_deadline(
         fault_run: Callable[[str], FaultRun]) -> None:
     run = fault_run("chart-stuck")
     _failed(run, "chart_stuck", "timed out after", "cluster-upgrade")
+
+
+# ------------------------------------------------------------ outages (issue 22, point 4)
+
+def _t(run: FaultRun, event: str, **match: Any) -> list[float]:
+    return [float(e["t"]) for e in run.timeline if e.get("event") == event
+            and all(e.get(k) == v for k, v in match.items())]
+
+
+def test_api_outage_shorter_than_the_renew_deadline_is_ridden_out(
+        fault_run: Callable[[str], FaultRun]) -> None:
+    run = fault_run("outages")
+    _succeeded(run, "api_outage")
+    [down] = [o for o in run.timeline if o.get("event") == "api_outage_over"]
+    assert down["down_s"] >= 5000, down
+
+
+def test_api_restart_with_410_gone_on_every_resumed_watch_recovers(
+        fault_run: Callable[[str], FaultRun]) -> None:
+    _succeeded(fault_run("outages"), "api_restart")
+
+
+def test_another_node_not_ready_holds_the_drain_until_it_is_back(
+        fault_run: Callable[[str], FaultRun]) -> None:
+    """node-3 NotReady once Rancher asks to drain node-2: node-2 is evacuated (tainted) and
+    its pre-drain answered (Rancher drains it) only once node-3 is Ready again."""
+    run = fault_run("outages")
+    _succeeded(run, "node_not_ready")
+    [down] = _t(run, "node_not_ready", node="node-3", why="stalled")
+    back = min(t for t in _t(run, "node_ready", node="node-3") if t > down)
+    [acked] = _t(run, "hook_acked", node="node-2", hook="pre-drain")
+    tainted = _t(run, "node_drain_tainted", node="node-2")
+    assert down < acked and back < acked, (down, back, acked)
+    assert tainted and all(back < t for t in tainted), (down, back, tainted)
+
+
+def test_replica_lost_after_the_pre_drain_check_is_awaited(
+        fault_run: Callable[[str], FaultRun]) -> None:
+    """Two of the pinned VM's three replicas lost while node-1 is evacuated (after the
+    evacuation's volume check): node-1's pre-drain is answered only once a replica elsewhere
+    is healthy again."""
+    run = fault_run("outages")
+    _succeeded(run, "replica_lost")
+    assert run.fired["replica_lost"] == 2
+    lost = [e for e in run.timeline if e.get("event") == "replica_failed"
+            and e.get("reason") == "fault replica_lost"]
+    volume = lost[0]["volume"]
+    [acked] = _t(run, "hook_acked", node="node-1", hook="pre-drain")
+    rebuilt = [t for t in _t(run, "replica_rebuilt", volume=volume) if t > lost[0]["t"]]
+    assert lost[-1]["t"] < acked and rebuilt and min(rebuilt) < acked, (lost, rebuilt, acked)
+
+
+def test_api_outage_longer_than_the_renew_deadline_stops_and_a_rerun_continues(
+        fault_run: Callable[[str], FaultRun]) -> None:
+    run = fault_run("outage-long")
+    assert run.first is not None, f"the first run did not fail\n{run}"
+    rc, output, phase = run.first
+    assert rc != 0 and "lost the upgrade lock" in output and "renew deadline" in output, \
+        output[-5000:]
+    assert phase not in ("Failed", "Succeeded"), phase   # the plan keeps its phase
+    _succeeded(run, "api_outage")

@@ -57,3 +57,60 @@ def test_conditional_patch_conflict_reaches_the_caller() -> None:
     with pytest.raises(client.ApiError) as exc:
         kube.patch("v1", "Thing", "x", {"metadata": {"resourceVersion": "5"}, "spec": {}})
     assert exc.value.status == 409 and res.calls == 1
+
+
+class _Refused:
+    """A request while the API server is down: urllib3's connection refused, ``down`` times."""
+
+    def __init__(self, down: int, fence: Any = None) -> None:
+        self.down, self.calls, self.fence = down, 0, fence
+
+    def __call__(self) -> str:
+        if self.fence is not None:
+            self.fence()
+        self.calls += 1
+        if self.calls <= self.down:
+            from urllib3.exceptions import MaxRetryError, NewConnectionError
+            raise MaxRetryError(None, "/api", NewConnectionError(  # type: ignore[arg-type]
+                None, "Failed to establish a new connection: [Errno 111] Connection refused"))
+        return "answered"
+
+
+def test_an_outage_without_the_lock_fails_after_the_bounded_retries() -> None:
+    fn, slept = _Refused(down=50), []
+    with pytest.raises(client.ApiError, match="Connection refused"):
+        client.call_with_retry(fn, sleep=slept.append)
+    assert fn.calls == 6
+
+
+def test_an_outage_is_retried_while_the_lock_holds_until_its_deadline() -> None:
+    """Holding the upgrade lock, a refused connection is retried past the usual attempts
+    (a control-plane reboot is ridden out); once the lock's fence refuses (the renew deadline
+    passed), the request fails with the lock's error, not the transport's."""
+    state = {"lost": False}
+
+    def fence() -> None:
+        if state["lost"]:
+            raise client.ApiError(0, "LockLost", "lost the upgrade lock")
+
+    client.set_fence(fence)
+    try:
+        fn, slept = _Refused(down=20, fence=client.fence), []
+        assert client.call_with_retry(fn, sleep=slept.append) == "answered"
+        assert fn.calls == 21
+        fn = _Refused(down=1000, fence=client.fence)
+
+        def sleep(_s: float) -> None:
+            if fn.calls >= 30:
+                state["lost"] = True
+
+        with pytest.raises(client.ApiError, match="lost the upgrade lock"):
+            client.call_with_retry(fn, sleep=sleep)
+        assert fn.calls == 30
+        with client.unfenced():                 # release(): no deadline guard, bounded
+            fn = _Refused(down=50)
+            with pytest.raises(client.ApiError, match="Connection refused"):
+                client.call_with_retry(fn, sleep=slept.append)
+            assert fn.calls == 6
+    finally:
+        client.set_fence(None)

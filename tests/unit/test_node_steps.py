@@ -283,3 +283,44 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     assert kube.decided_at == 3
     assert len(kube.created) == 1
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
+
+
+def _node(name: str, ready: str = "True") -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+class _NodesKube:
+    """``items`` answers the nodes now; ``wait`` judges the nodes as they are ``later``."""
+
+    check_mode = False
+
+    def __init__(self, now: list[dict[str, Any]], later: list[dict[str, Any]]) -> None:
+        self.now, self.later, self.waited = now, later, []
+
+    def items(self, api_version: str, kind: str, namespace: str | None = None
+              ) -> list[dict[str, Any]]:
+        assert (api_version, kind) == ("v1", "Node")
+        return self.now
+
+    def wait(self, sources: Any, pred: Any, *, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        view = {"Node": {n["metadata"]["name"]: n for n in self.later}}
+        self.waited.append(what)
+        done = pred(view)
+        if done:
+            return done
+        raise steps.WaitTimeout(what, timeout, describe(view))
+
+
+def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
+    kube = _NodesKube([_node("n1", "Unknown"), _node("n2")], [])
+    assert steps.wait_nodes_ready(kube, "n1", 10) == {"waited": False}   # the node itself
+    assert kube.waited == []
+    kube = _NodesKube([_node("n1"), _node("n2"), _node("n3", "Unknown")],
+                      [_node("n1"), _node("n2"), _node("n3")])
+    assert steps.wait_nodes_ready(kube, "n2", 10) == {"waited": True}
+    assert kube.waited == ["every other node to be Ready before node n2 goes down"]
+    kube = _NodesKube([_node("n1"), _node("n3", "Unknown")], [_node("n1"), _node("n3", "False")])
+    with pytest.raises(steps.WaitTimeout, match="not Ready: n3"):
+        steps.wait_nodes_ready(kube, "n1", 10)

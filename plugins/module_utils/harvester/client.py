@@ -4,7 +4,9 @@
 ``context``, ``host``, ``api_key``, ``ca_cert``, ``validate_certs``… and the
 ``K8S_AUTH_*``/``KUBECONFIG`` environment variables behave exactly as in kubernetes.core)
 and its dynamic client. Every call is retried with exponential backoff on 429 (honouring
-``Retry-After``), 5xx and transport errors, a bounded number of times. Objects go in and
+``Retry-After``), 5xx and transport errors, a bounded number of times (transport errors
+while the run holds the upgrade lock: until the lock's renew deadline stops the run, see
+:func:`lock_bounds_retries` and docs/resilience.md). Objects go in and
 come out as plain dicts. Errors surface as :class:`ApiError` (``status``, ``reason``,
 ``message``); ``get`` returns ``None`` for 404.
 
@@ -35,6 +37,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
+OUTAGE_RETRY_S = 1.0   # between attempts while the API server is unreachable (see below)
 CONFLICT = frozenset({409})
 
 
@@ -128,11 +131,13 @@ def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
     """
     retriable = RETRIABLE | also
     delay = base
-    for attempt in range(attempts):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
         except ApiError as exc:
-            if exc.status not in retriable or attempt == attempts - 1:
+            if exc.status not in retriable or attempt >= attempts:
                 raise
             sleep(min(cap, delay))
             delay = min(cap, delay * 2)
@@ -141,11 +146,18 @@ def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
             transport = status == 0 and type(exc).__module__.startswith(
                 ("urllib3", "socket", "ssl", "http"))
             transport = transport or isinstance(exc, ConnectionError | TimeoutError)
-            if not (status in retriable or transport) or attempt == attempts - 1:
+            if not (status in retriable or transport):
                 raise ApiError(status, reason, message) from exc
+            if attempt >= attempts:
+                # the API server is unreachable (a control-plane node rebooting): go on
+                # trying while the upgrade lock bounds it -- its renew deadline ends the run
+                # (the fence raises LockLost in ``fn``) before the lease could expire
+                if not (transport and lock_bounds_retries()):
+                    raise ApiError(status, reason, message) from exc
+                sleep(OUTAGE_RETRY_S)
+                continue
             sleep(min(cap, _retry_after(exc) or delay))
             delay = min(cap, delay * 2)
-    raise AssertionError("unreachable")
 
 
 class ConflictsExhausted(ApiError):
@@ -250,6 +262,16 @@ class unfenced:  # noqa: N801 - used as a context manager
 
     def __exit__(self, *_exc: Any) -> None:
         _unfenced.stack.pop()
+
+
+def lock_bounds_retries() -> bool:
+    """Requests made now are fenced by the upgrade lock (this run holds it, or this is the
+    lock's own renewal with its deadline guard): the renew deadline bounds how long they may
+    be retried."""
+    stack = getattr(_unfenced, "stack", None)
+    if stack:
+        return stack[-1] is not None
+    return _fence is not None
 
 
 def fence() -> None:

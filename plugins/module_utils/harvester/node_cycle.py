@@ -587,7 +587,8 @@ def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     else:
         _evacuate(kube, writer, p, cycle, result, shutdown_all=False)
     cycle.run("answer pre-drain", kube, lambda: s.answer_hook(
-        kube, writer, node, "pre-drain", job_timeout=p.job_timeout),
+        kube, writer, node, "pre-drain", job_timeout=p.job_timeout,
+        safety_timeout=p.volume_timeout),
         lambda r: "already answered" if not r.get("changed") else "pre-drain Job done, answered")
     cycle.run("await post-drain", kube, lambda: s.await_hook(
         kube, writer, node, "post-drain", p.hook_timeout),

@@ -333,9 +333,12 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
 
 
 def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
-                job_timeout: float = 3600) -> dict[str, Any]:
+                job_timeout: float = 3600, safety_timeout: float | None = None
+                ) -> dict[str, Any]:
     """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation. A pre-drain is
-    answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`)."""
+    answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`) and,
+    with ``safety_timeout``, once it is still safe to take the node down
+    (:func:`wait_safe_to_go_down`: what changed since the evacuation's checks)."""
     plan = writer.refresh()
     fact = fact_for(cluster_facts(kube, plan), node)
     pre_hook, post_hook = hook_names(kube)
@@ -360,6 +363,8 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
         return {"changed": changed, "value": value, "passed": False}
     if hook == "pre-drain":
         job = run_pre_drain_job(kube, writer, node, timeout=job_timeout)
+        if safety_timeout is not None and not kube.check_mode:
+            wait_safe_to_go_down(kube, writer, node, safety_timeout)
         changed = writer.set_node_state(node, "PreDrained") or changed or bool(job["changed"])
     if not kube.check_mode:
         kube.patch("v1", "Secret", fact["machine_plan_secret"],
@@ -532,6 +537,7 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                                   "retries it"}
         wait_volumes_safe(kube, node, 0)
         wait_pdbs(kube, node, 0)
+        wait_nodes_ready(kube, node, 0)
     except WaitTimeout as exc:
         return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
     check_phase(writer.refresh())
@@ -546,6 +552,11 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     if not job["complete"]:
         return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
                               f"waits for it ({job.get('why') or 'running'})"[:300]}
+    try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
+        wait_nodes_ready(kube, node, 0)
+        wait_volumes_safe(kube, node, 0)
+    except WaitTimeout as exc:
+        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
     ans = answer_hook(kube, writer, node, "pre-drain")
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")
@@ -869,6 +880,39 @@ def _longhorn_unreadable(exc: Exception, kinds: str, why: str) -> NodeLoopError:
                          f"longhorn-system) failed: {exc}; nothing was changed")
 
 
+def wait_nodes_ready(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
+    """Wait (watch) until every node but ``node`` is Ready. A node whose kubelet stopped
+    posting status may be down for good: taking another one down as well could cost the
+    workloads' capacity and, with control-plane nodes, etcd's quorum."""
+    def not_ready(view: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+        return sorted((n.get("metadata") or {}).get("name") or "" for n in view["Node"].values()
+                      if (n.get("metadata") or {}).get("name") != node and
+                      not no.node_ready(n))
+
+    nodes = kube.items("v1", "Node")
+    if not not_ready({"Node": {str(i): n for i, n in enumerate(nodes)}}):
+        return {"waited": False}
+    kube.wait([Source("v1", "Node")], lambda v: not not_ready(v), timeout=timeout,
+              what=f"every other node to be Ready before node {node} goes down",
+              describe=lambda v: "not Ready: " + ", ".join(not_ready(v)))
+    return {"waited": True}
+
+
+def wait_safe_to_go_down(kube: Kube, writer: PlanWriter, node: str, timeout: float
+                         ) -> dict[str, Any]:
+    """Right before Rancher is let drain ``node``: every other node Ready and no attached
+    volume left with its last healthy replica there (a replica lost, or a node gone
+    NotReady, after the evacuation's checks). Past ``timeout`` the node fails
+    ``PreDrainFailed``, naming what is not safe."""
+    try:
+        nodes = wait_nodes_ready(kube, node, timeout)
+        vols = wait_volumes_safe(kube, node, timeout)
+    except WaitTimeout as exc:
+        writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
+        raise
+    return {"waited_for_nodes": nodes["waited"], "waited_for_volumes": vols["waited"]}
+
+
 def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     """Longhorn safety: wait (watch) until no attached volume would lose its last healthy
     replica when ``node`` goes down (rebuilds finished). Fails closed: Volumes or Replicas
@@ -1034,6 +1078,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         return result
     if not shutdown_all:
         try:
+            # the head start only starts migrations (no taint): no other node need be Ready
+            ready = {"waited": False} if start_only else \
+                wait_nodes_ready(kube, node, volume_timeout)
             vol = wait_volumes_safe(kube, node, 0 if start_only else volume_timeout)
             pdb = wait_pdbs(kube, node, 0 if start_only else pdb_timeout)
         except WaitTimeout as exc:
@@ -1041,6 +1088,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                 return {**result, "deferred": str(exc)}
             writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
             raise
+        result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
     if start_only:

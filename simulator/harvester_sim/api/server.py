@@ -94,7 +94,14 @@ class _HTTPServer(ThreadingHTTPServer):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         wrapped = self.api.ssl_ctx.wrap_socket(sock, server_side=True,
                                                do_handshake_on_connect=False)
+        with self.api.conns_lock:
+            self.api.conns.add(wrapped)
         return wrapped, addr
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.api.conns_lock:
+            self.api.conns.discard(request)
+        super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection error from %s", client_address, exc_info=True)
@@ -146,17 +153,23 @@ class ApiServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
+        # open client connections (an outage resets them) and the outage state
+        self.conns: set[Any] = set()
+        self.conns_lock = threading.Lock()
+        self._serve_lock = threading.Lock()
+        self.down = False
+        # after an ``api_restart``: the resourceVersion the new watch cache starts from; a
+        # watch resumed from an older one is answered 410 Expired
+        self.watch_floor = 0
+        self.outages: list[dict[str, Any]] = []
         self.openapi = openapi.OpenAPI(self.registry)
         self.openapi_v2 = openapi.OpenAPIV2(self.registry)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> ApiServer:
-        self._httpd = _HTTPServer((self.host, self.port), _Handler, self)
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.2},
-                                        name="harvester-sim-api", daemon=True)
-        self._thread.start()
+        self._listen()
+        threading.Thread(target=self._outage_loop, name="harvester-sim-api-outages",
+                         daemon=True).start()
         extras = getattr(self.world, "extras", None)
         if isinstance(extras, dict):
             extras["api_server"] = self
@@ -166,14 +179,106 @@ class ApiServer:
             extras["api_port"] = self.port
         return self
 
+    def _listen(self) -> None:
+        """Open the listening socket (on the same port after an outage) and serve."""
+        for attempt in range(50):
+            try:
+                httpd = _HTTPServer((self.host, self.port), _Handler, self)
+                break
+            except OSError:
+                if attempt == 49 or not self.port:
+                    raise
+                time.sleep(0.1)
+        self._httpd = httpd
+        self.port = httpd.server_address[1]
+        self._thread = threading.Thread(target=httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="harvester-sim-api", daemon=True)
+        self._thread.start()
+
+    def _close(self) -> None:
+        """Stop listening (new connections are refused) and reset every open connection
+        (a watch stream ends without its final chunk)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        with self.conns_lock:
+            conns = list(self.conns)
+            self.conns.clear()
+        for conn in conns:
+            try:
+                # the plain socket's shutdown: the TLS object stays for the thread using it
+                socket.socket.shutdown(conn, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def stop(self) -> None:
         if self.stopping.is_set():
             return
         self.stopping.set()
         self.store.drop_watchers(1.0)
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        with self._serve_lock:
+            httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+
+    # ------------------------------------------------------------------ outages
+    def _outage_loop(self) -> None:
+        """Ask for ``api_outage`` / ``api_restart`` faults (context ``endpoint=apiserver``)
+        every 50 ms of wall time and carry out the one that fires."""
+        faults = getattr(self.world, "faults", None)
+        if faults is None:
+            return
+        ctx = {"endpoint": "apiserver"}
+        while not self.stopping.wait(0.05):
+            spec = self._fault("api_restart", ctx)
+            if spec is not None:
+                self.outage("api_restart", spec)
+                continue
+            spec = self._fault("api_outage", ctx)
+            if spec is not None:
+                self.outage("api_outage", spec)
+
+    def outage(self, kind: str, spec: dict[str, Any]) -> None:
+        """Go down for ``seconds`` simulated seconds, then serve again on the same port.
+
+        ``api_outage`` (default 60 s): what clients of a control-plane node see while it
+        reboots (or while kube-vip moves the VIP off it): connections refused, open ones
+        reset. ``api_restart`` (default 0 s): kube-apiserver restarted; its new watch cache
+        starts at the current resourceVersion, so a watch resumed from an older one gets a
+        410 Expired ERROR event (``watch_cache.go`` ``getAllEventsSinceLocked``: "too old
+        resource version") and the client must list again."""
+        clock = self.store.clock
+        default = 60.0 if kind == "api_outage" else 0.0
+        seconds = float(spec.get("seconds", default))
+        started = clock.now()
+        with self._serve_lock:
+            if self.stopping.is_set():
+                return
+            self.down = True
+            self._close()
+            if kind == "api_restart":
+                with self.store.lock:
+                    self.watch_floor = max(self.watch_floor, self.store.current_rv())
+        timeline = getattr(self.world, "timeline", None)
+        if timeline is not None:
+            timeline.record(kind, seconds=seconds, watch_floor=self.watch_floor)
+        end_wall = clock.wall_to_sim_deadline(started + seconds)
+        while not self.stopping.is_set():
+            left = end_wall - time.monotonic()
+            if left <= 0:
+                break
+            self.stopping.wait(min(left, 0.05))
+        with self._serve_lock:
+            if not self.stopping.is_set():
+                self._listen()
+            self.down = False
+        self.outages.append({"kind": kind, "t": round(started, 3),
+                             "seconds": round(clock.now() - started, 3)})
+        if timeline is not None:
+            timeline.record(f"{kind}_over", down_s=round(clock.now() - started, 3))
 
     @property
     def url(self) -> str:
@@ -1326,7 +1431,11 @@ class _Handler(BaseHTTPRequestHandler):
         include = self._include()
         err: errors.ApiError | None = None
         w: Watcher | None = None
+        floor = self.api.watch_floor
         try:
+            if floor and rv not in (None, "", "0") and not sie and rv.isdigit() and \
+                    int(rv) < floor:
+                raise errors.gone(f"too old resource version: {rv} ({floor})")
             w = self.api.store.watch(rt, ns, rv, lsel, fs, send_initial_events=bool(sie))
         except errors.ApiError as exc:
             if exc.code != 410:

@@ -73,6 +73,7 @@ STATUS_REPORT_MIN_WALL_S = 10.0
 RESTART_BACKOFF_S = 10.0
 RESTART_BACKOFF_MAX_S = 300.0
 KUBELET_PORT = 10250
+FAULT_POLL_S = 5.0               # how often the node_not_ready fault is asked for
 UNREACHABLE = "node.kubernetes.io/unreachable"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 DISK_USED_ANNOTATION = "sim.harvesterhci.io/disk-used-bytes"       # set by the scenario
@@ -183,7 +184,7 @@ class NodeState:
     name: str
     index: int
     uid: str = ""
-    down: str = ""                 # "" | "reboot" | "restart" | "lost"
+    down: str = ""                 # "" | "reboot" | "restart" | "lost" | "stalled"
     images: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
     image_names: set[str] = field(default_factory=set)
     fs_capacity: int = 250 * GIB
@@ -233,6 +234,7 @@ class Kubelet:
         self.nodes_inf.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)
         world.runtime.call_soon(self._initial_sync)
+        self._after(FAULT_POLL_S, self._poll_faults)
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> str:
@@ -1286,6 +1288,7 @@ class Kubelet:
                                    new_os_image=new_os_image,
                                    new_kubelet_version=new_kubelet_version)
         self.world.timeline.count("node_reboots")
+        self.world.faults.notify("node_reboot", node=node)
         self._go_down(ns)
         info: dict[str, str] = {}
         if new_os_image:
@@ -1343,6 +1346,35 @@ class Kubelet:
             info["kubeletVersion"] = new_kubelet_version
             info["kubeProxyVersion"] = new_kubelet_version
         self._after(self.timings.rke2_restart_s, lambda: self._come_back(node, info, False))
+        return True
+
+    def _poll_faults(self) -> None:
+        """Ask for ``node_not_ready`` for every node that is up (every ``FAULT_POLL_S``)."""
+        self._after(FAULT_POLL_S, self._poll_faults)
+        faults = self.world.faults
+        if not faults.active("node_not_ready"):
+            return
+        for name in sorted(self.nodes):
+            if self.nodes[name].down:
+                continue
+            spec = faults.match("node_not_ready", node=name)
+            if spec is not None:
+                self.stall(name, float(spec.get("seconds", 300)))
+
+    def stall(self, node: str, seconds: float) -> bool:
+        """The ``node_not_ready`` fault: the kubelet stops posting status for ``seconds``
+        (hung or stopped; its containers keep running), then carries on. The node lifecycle
+        controller (kubernetes ``pkg/controller/nodelifecycle``) marks every condition
+        ``Unknown`` ("Kubelet stopped posting node status.") and taints the node
+        ``node.kubernetes.io/unreachable`` NoSchedule and NoExecute; pods stay, nothing new
+        starts there, the node proxy does not answer. Longhorn keeps the node's replicas
+        (its instance manager runs on), as for a kubelet restart."""
+        ns = self.nodes.get(node)
+        if ns is None or ns.down:
+            return False
+        ns.down = "stalled"
+        self._go_down(ns)
+        self._after(seconds, lambda: self._come_back(node, {}, False))
         return True
 
     def _go_down(self, ns: NodeState, no_execute: bool = True) -> None:

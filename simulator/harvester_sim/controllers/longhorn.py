@@ -753,9 +753,9 @@ class Longhorn:
     def _poll_faults(self) -> None:
         self._fault_timer = self.world.runtime.after(FAULT_POLL_S, self._poll_faults)
         faults = self.world.faults
+        if faults.active("replica_lost"):
+            self._lose_replicas()
         specs = faults.active("volume_degraded")
-        if not specs:
-            return
         for spec in specs:
             target = spec.get("target") or {}
             names = [target["volume"]] if isinstance(target.get("volume"), str) and \
@@ -771,6 +771,27 @@ class Longhorn:
                 if hit is not None:
                     self.degrade(name, int(hit.get("replicas", 1)), hit.get("heal_after_s"),
                                  hit.get("nodes"))
+
+    def _lose_replicas(self) -> None:
+        """The ``replica_lost`` fault, asked once per healthy replica of an attached volume
+        (context ``volume``, ``namespace``, ``pvc``, ``node``: the replica's node): the
+        replica process dies (longhorn-manager marks it ``failedAt``, ``currentState:
+        error``; the engine drops it, mode ``ERR``) and the volume is ``degraded``. Its disk is
+        fine, so Longhorn reuses it at once (``CheckAndReuseFailedReplica``) and rebuilds it
+        in place for ``timings.replica_rebuild_s``."""
+        for name in sorted(self.vols):
+            v = self.vols[name]
+            if not v.attached:
+                continue
+            for rn in sorted(self.reps_by_vol.get(name, ())):
+                r = self.reps.get(rn)
+                if r is None or not r.healthy:
+                    continue
+                ctx: dict[str, Any] = {"volume": name, "node": r.node}
+                if v.pvc:
+                    ctx["namespace"], ctx["pvc"] = v.pvc
+                if self.world.faults.match("replica_lost", **ctx) is not None:
+                    self._fail_replica(r, "fault replica_lost", cause="failed")
 
     def degrade(self, volume: str, replicas: int = 1, heal_after_s: Any = None,
                 nodes: list[str] | None = None) -> list[str]:

@@ -576,12 +576,15 @@ class RancherPlanner:
         tl.record("node_cordoned", node=e.node, machine=e.machine, tier=tier)
         self._annotate(e, {A_PRE_DRAIN: d})
         tl.record("pre_drain_set", node=e.node, machine=e.machine, value=d)
+        self.world.faults.notify("pre_drain_set", node=e.node, machine=e.machine)
         if pre_hooks:
             self._progress(e, f"waiting for pre-drain hooks on {tier} node(s) {e.machine}",
                            desired)
             yield lambda: self._hooks_answered(e, pre_hooks, d)
             tl.record("hook_acked", node=e.node, machine=e.machine, hook="pre-drain",
                       annotations=pre_hooks)
+            self.world.faults.notify("hook_acked", node=e.node, machine=e.machine,
+                                     hook="pre-drain")
         yield from self._gate(e)
         if opts.get("enabled"):
             self._progress(e, f"draining {tier} node(s) {e.machine}", desired)

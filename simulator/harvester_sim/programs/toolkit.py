@@ -886,6 +886,8 @@ def upgrade_node(ctx: ProgramContext, argv: list[str]) -> Prog:
         ctx.log(USAGE)
         return 1
     if sub != "prepare":
+        # the fault engine's event (e.g. a replica lost while the pre-drain Job runs)
+        ctx.world.faults.notify("node_job_started", node=ctx.node, program=sub)
         fault = _fault(ctx, sub, "node_job_fail", "node_job_hang")
         if fault == "node_job_fail":
             ctx.log(f"{sub}: injected failure")
