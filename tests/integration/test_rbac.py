@@ -50,9 +50,13 @@ def _sa_env(sim: Any) -> dict[str, str]:
 
 
 def _plans(sim: Any) -> list[dict[str, Any]]:
+    """The UpgradePlans; empty only when their CRD is not installed (404)."""
+    from harvester_sim.api.errors import ApiError
     try:
         return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    except Exception:  # noqa: BLE001 - no CRD yet
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
         return []
 
 
@@ -222,10 +226,8 @@ LH_SETTING = ("longhorn.io/v1beta2", "Setting", "replica-replenishment-wait-inte
 
 
 def _lease(sim: Any) -> dict[str, Any] | None:
-    try:
-        return sim.world.client.get(*LEASE)
-    except Exception:  # noqa: BLE001 - 404
-        return None
+    """The lock's Lease; ``None`` only when it does not exist (any other error fails)."""
+    return sim.world.client.try_get(*LEASE)
 
 
 def _owned(sim: Any, plan: str) -> list[str]:
