@@ -56,6 +56,17 @@ class Client:
                 return None
             raise
 
+    def try_list(self, api_version: str, kind: str,
+                 namespace: str | None = None) -> list[Obj]:
+        """``list``, empty when the kind is not served (404: its CRD not installed yet);
+        any other error is raised."""
+        try:
+            return self.list(api_version, kind, namespace)
+        except errors.ApiError as exc:
+            if exc.code == 404:
+                return []
+            raise
+
     def peek(self, api_version: str, kind: str, name: str,
              namespace: str | None = None) -> Obj | None:
         """``try_get`` without the copy: the stored object itself, which must be treated as

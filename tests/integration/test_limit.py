@@ -21,22 +21,6 @@ LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester
 pytestmark = [pytest.mark.timeout(900)]
 
 
-def _lease(sim: Any) -> dict[str, Any] | None:
-    """The lock's Lease; ``None`` only when it does not exist (any other error fails)."""
-    return sim.world.client.try_get(*LEASE)
-
-
-def _plans(sim: Any) -> list[dict[str, Any]]:
-    """The UpgradePlans; empty only when their CRD is not installed (404)."""
-    from harvester_sim.api.errors import ApiError
-    try:
-        return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    except ApiError as exc:
-        if exc.code != 404:
-            raise
-        return []
-
-
 def _nodes(sim: Any) -> list[str]:
     return sorted(n["metadata"]["name"] for n in sim.world.client.list("v1", "Node"))
 
@@ -60,8 +44,8 @@ def test_node_only_limit_is_refused_before_anything_is_done(
                    extra_vars={"upgrade_abort_force": True})
     assert res.rc != 0, res
     assert f"--limit 'localhost,{node}'" in " ".join(res.output.split()), res
-    assert _lease(sim) is None
-    assert _plans(sim) == []
+    assert sim.world.client.try_get(*LEASE) is None
+    assert sim.world.client.try_list(PLAN_API, "UpgradePlan") == []
     # nothing but the check ran: no task of any phase
     assert "harvester.upgrade." not in res.output.split("Refuse a --limit")[0], res
 
@@ -76,5 +60,5 @@ def test_limit_that_keeps_localhost_runs_and_releases_the_lock(
                    tags="preflight", extra_vars={"upgrade_what_if": False})
     assert res.rc == 0, res
     assert "leaves out localhost" not in res.output, res
-    assert len(_plans(sim)) == 1
-    assert _lease(sim) is None
+    assert len(sim.world.client.try_list(PLAN_API, "UpgradePlan")) == 1
+    assert sim.world.client.try_get(*LEASE) is None

@@ -42,22 +42,6 @@ def _put_lease(sim: Any, holder: str, renewed: datetime, duration: int) -> None:
                        "acquireTime": _stamp(renewed), "renewTime": _stamp(renewed)}})
 
 
-def _lease(sim: Any) -> dict[str, Any] | None:
-    """The lock's Lease; ``None`` only when it does not exist (any other error fails)."""
-    return sim.world.client.try_get(*LEASE)
-
-
-def _plans(sim: Any) -> list[dict[str, Any]]:
-    """The UpgradePlans; empty only when their CRD is not installed (404)."""
-    from harvester_sim.api.errors import ApiError
-    try:
-        return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    except ApiError as exc:
-        if exc.code != 404:
-            raise
-        return []
-
-
 def test_live_lease_of_another_run_stops_at_once(simulator: Any, playbook: Any) -> None:
     sim = simulator("three-node", speed=200)
     _put_lease(sim, "alice@bastion:4242", datetime.now(timezone.utc), 600)
@@ -66,8 +50,9 @@ def test_live_lease_of_another_run_stops_at_once(simulator: Any, playbook: Any) 
     assert res.rc != 0, res
     assert "alice@bastion:4242" in res.output and "expires" in res.output, res
     assert time.monotonic() - t0 < 120
-    assert _plans(sim) == [], "a plan was created although another run holds the lock"
-    lease = _lease(sim)
+    assert sim.world.client.try_list(PLAN_API, "UpgradePlan") == [], \
+        "a plan was created although another run holds the lock"
+    lease = sim.world.client.try_get(*LEASE)
     assert lease and lease["spec"]["holderIdentity"] == "alice@bastion:4242"
 
 
@@ -95,8 +80,8 @@ def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook
     res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars=PREFLIGHT, timeout=300,
                    env=env)
     assert res.rc == 0, str(res)
-    assert len(_plans(sim)) == 1
-    assert _lease(sim) is None, "the run did not release the lock at its end"
+    assert len(sim.world.client.try_list(PLAN_API, "UpgradePlan")) == 1
+    assert sim.world.client.try_get(*LEASE) is None, "the run did not release the lock at its end"
 
 
 def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
@@ -110,9 +95,9 @@ def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
                                  env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
-        while _lease(sim) is None and time.monotonic() < deadline:
+        while sim.world.client.try_get(*LEASE) is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        lease = _lease(sim)
+        lease = sim.world.client.try_get(*LEASE)
         assert lease is not None, log.read_text()
         holder = lease["spec"]["holderIdentity"]
         assert f":{first.pid}/run-" in holder, holder
@@ -124,9 +109,9 @@ def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
         if first.poll() is None:
             first.kill()
             first.wait()
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Succeeded"
-    assert _lease(sim) is None
+    assert sim.world.client.try_get(*LEASE) is None
     from harvester_sim import report as rep
     assert rep.build(sim.world)["invariant_violations"] == []
 
@@ -236,7 +221,7 @@ def _wait_paused(sim: Any, run: subprocess.Popen[bytes], log: Any, node: str = "
     """Until ``node`` is UpgradePaused: the run's node module waits there (holding the lock)."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and run.poll() is None:
-        plans = _plans(sim)
+        plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
         st = ((plans[0].get("status") or {}) if plans else {}).get("nodeUpgradeStatuses") or {}
         if (st.get(node) or {}).get("state") == "UpgradePaused":
             time.sleep(1.0)   # the module's second call (the wait) has taken the lock
@@ -250,7 +235,8 @@ def _unpause(sim: Any) -> None:
     def fn(cur: dict[str, Any]) -> dict[str, Any]:
         cur["spec"]["nodeUpgradeOption"]["pauseNodes"] = []
         return cur
-    sim.world.client.modify(PLAN_API, "UpgradePlan", _plans(sim)[0]["metadata"]["name"], fn)
+    plan = sim.world.client.try_list(PLAN_API, "UpgradePlan")[0]
+    sim.world.client.modify(PLAN_API, "UpgradePlan", plan["metadata"]["name"], fn)
 
 
 def _kill(*runs: subprocess.Popen[bytes]) -> None:
@@ -324,7 +310,7 @@ def test_a_run_that_cannot_renew_stops_before_its_lease_expires(
         audit[max(mine)]["requestReceivedTimestamp"].replace("Z", "+00:00"))
     assert last_request < last_renewal + timedelta(seconds=duration), (last_renewal,
                                                                        last_request)
-    lease = _lease(sim)
+    lease = sim.world.client.try_get(*LEASE)
     assert lease is None or "first-run" not in str(lease["spec"].get("holderIdentity"))
 
 
@@ -357,8 +343,8 @@ def test_a_skewed_live_lease_stays_held(simulator: Any, playbook: Any) -> None:
         renewer.join(timeout=10)
     assert res.rc != 0, res
     assert holder in res.output and "renewed while this run watched it" in res.output, res
-    assert _plans(sim) == []
-    lease = _lease(sim)
+    assert sim.world.client.try_list(PLAN_API, "UpgradePlan") == []
+    lease = sim.world.client.try_get(*LEASE)
     assert lease and lease["spec"]["holderIdentity"] == holder
 
 
@@ -376,7 +362,7 @@ def test_a_lease_deleted_by_hand_during_node_upgrade_leaves_one_run_acting(
     second: subprocess.Popen[bytes] | None = None
     try:
         _wait_paused(sim, first, logs[0])
-        holder = (_lease(sim) or {}).get("spec", {}).get("holderIdentity")
+        holder = (sim.world.client.try_get(*LEASE) or {}).get("spec", {}).get("holderIdentity")
         assert holder, "the first run does not hold the lock"
         sim.world.client.delete(LEASE[0], LEASE[1], LEASE[2], namespace=LEASE[3])
         with open(logs[1], "wb") as out:
@@ -396,7 +382,7 @@ def test_a_lease_deleted_by_hand_during_node_upgrade_leaves_one_run_acting(
         assert other.wait(timeout=900) == 0, logs[1 - i].read_text()[-6000:]
     finally:
         _kill(first, *([second] if second is not None else []))
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Succeeded"
     from harvester_sim import report as rep
     report = rep.build(sim.world)
@@ -406,4 +392,4 @@ def test_a_lease_deleted_by_hand_during_node_upgrade_leaves_one_run_acting(
             reboots[str(e.get("node"))] = reboots.get(str(e.get("node")), 0) + 1
     assert len(reboots) == 3 and set(reboots.values()) == {1}, reboots
     assert report["invariant_violations"] == []
-    assert _lease(sim) is None
+    assert sim.world.client.try_get(*LEASE) is None

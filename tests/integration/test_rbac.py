@@ -49,17 +49,6 @@ def _sa_env(sim: Any) -> dict[str, str]:
     return dict(sim.env_for(sim.service_account_kubeconfig(SA)))
 
 
-def _plans(sim: Any) -> list[dict[str, Any]]:
-    """The UpgradePlans; empty only when their CRD is not installed (404)."""
-    from harvester_sim.api.errors import ApiError
-    try:
-        return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    except ApiError as exc:
-        if exc.code != 404:
-            raise
-        return []
-
-
 def _forbidden(sim: Any) -> int:
     return int(sim.stats()["by_code"].get("403", 0))
 
@@ -88,7 +77,7 @@ def test_cluster_phases_under_the_service_account(simulator: Any, playbook: Any)
     res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
     assert res.rc == 0, str(res)
     assert _forbidden(sim) == 0, sim.stats()["by_user_agent_request"]
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1
     st = plans[0].get("status") or {}
     assert st.get("currentPhase") == "ImagePreloaded", st
@@ -154,7 +143,7 @@ def test_whole_upgrade_under_the_service_account(simulator: Any, playbook: Any) 
     forbidden = _forbidden(sim)
     assert forbidden == 0, json.dumps(sim.stats()["by_user_agent_request"], indent=1)
     assert res.rc == 0, str(res)
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert plans and plans[0]["status"]["currentPhase"] == "Succeeded"
 
     user = "system:serviceaccount:" + SA.replace("/", ":")
@@ -211,7 +200,7 @@ def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
     failed_task = [ln for ln in out.splitlines() if ln.startswith("TASK [")]
     assert failed_task and "iso_download" in failed_task[-1], failed_task[-3:]
     assert "repo_create" not in "".join(failed_task)
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1
     st = plans[0].get("status") or {}
     text = json.dumps(st)
@@ -223,11 +212,6 @@ LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester
 LABEL = "management.harvesterhci.io/upgrade-plan"
 LH_SETTING = ("longhorn.io/v1beta2", "Setting", "replica-replenishment-wait-interval",
               "longhorn-system")
-
-
-def _lease(sim: Any) -> dict[str, Any] | None:
-    """The lock's Lease; ``None`` only when it does not exist (any other error fails)."""
-    return sim.world.client.try_get(*LEASE)
 
 
 def _owned(sim: Any, plan: str) -> list[str]:
@@ -249,7 +233,7 @@ def _no_403(sim: Any) -> None:
 
 
 def _aborted(sim: Any) -> dict[str, Any]:
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1
     st = plans[0].get("status") or {}
     assert st.get("currentPhase") == "Failed", st
@@ -267,14 +251,14 @@ def test_abort_under_the_service_account(simulator: Any, playbook: Any) -> None:
     env = _sa_env(sim)
     res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
     assert res.rc == 0, str(res)
-    name = _plans(sim)[0]["metadata"]["name"]
+    name = sim.world.client.try_list(PLAN_API, "UpgradePlan")[0]["metadata"]["name"]
     assert _owned(sim, name), "the repo, ISO and preload plan should exist before the abort"
     res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
     assert res.rc == 0, str(res)
     _no_403(sim)
     _aborted(sim)
     assert _owned(sim, name) == []
-    assert _lease(sim) is None
+    assert sim.world.client.try_get(*LEASE) is None
 
 
 def test_failed_node_and_abort_under_the_service_account(simulator: Any,
@@ -296,28 +280,29 @@ def test_failed_node_and_abort_under_the_service_account(simulator: Any,
     res = playbook(sim, env=env, timeout=600)
     assert res.rc != 0, str(res)
     _no_403(sim)
-    plans = _plans(sim)
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1
     st = plans[0].get("status") or {}
     assert st.get("currentPhase") == "Failed", st
     assert "node-upgrade-post-drain-node-1" in json.dumps(st), st
     assert (st.get("nodeUpgradeStatuses") or {}).get("node-1", {}).get("state") \
         == "PostDrainFailed", st
-    assert _lease(sim) is None, "the failed run did not release the lock"
+    assert sim.world.client.try_get(*LEASE) is None, "the failed run did not release the lock"
     assert (sim.world.client.get(*LH_SETTING) or {}).get("value") != before, \
         "the node roll should have raised Longhorn's replenishment wait"
 
     res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
     assert res.rc == 0, str(res)
     _no_403(sim)
-    plans = _plans(sim)   # a Failed plan is cleaned up and keeps its verdict
+    # a Failed plan is cleaned up and keeps its verdict
+    plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Failed"
     assert _owned(sim, plans[0]["metadata"]["name"]) == []
     assert (sim.world.client.get(*LH_SETTING) or {}).get("value") == before
     cluster = sim.world.client.get("provisioning.cattle.io/v1", "Cluster", "local",
                                    "fleet-local")
     assert not ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy")
-    assert _lease(sim) is None
+    assert sim.world.client.try_get(*LEASE) is None
 
 
 def test_without_node_proxy_disk_space_fails_naming_it_until_skipped(
@@ -336,7 +321,8 @@ def test_without_node_proxy_disk_space_fails_naming_it_until_skipped(
     refused = _forbidden(sim)
     assert refused == 3, sim.stats()["by_user_agent_request"]   # stats/summary of each node
 
-    assert _plans(sim) == []   # --tags preflight alone is a what-if: nothing created
+    # --tags preflight alone is a what-if: nothing created
+    assert sim.world.client.try_list(PLAN_API, "UpgradePlan") == []
     res = playbook(sim, tags="preflight", env=env, timeout=300,
                    extra_vars={"preflight_skip_checks": ["disk_space"]})
     assert res.rc == 0, str(res)
