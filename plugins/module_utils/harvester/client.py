@@ -3,15 +3,16 @@
 :class:`Kube` is built on kubernetes.core's ``get_api_client`` (so ``kubeconfig``,
 ``context``, ``host``, ``api_key``, ``ca_cert``, ``validate_certs``… and the
 ``K8S_AUTH_*``/``KUBECONFIG`` environment variables behave exactly as in kubernetes.core)
-and its dynamic client. Every call is retried with exponential backoff on 429 (honouring
-``Retry-After``), 5xx and transport errors, a bounded number of times (transport errors
-while the run holds the upgrade lock: until the lock's renew deadline stops the run, see
-:func:`lock_bounds_retries` and docs/resilience.md). Objects go in and
-come out as plain dicts. Errors surface as :class:`ApiError` (``status``, ``reason``,
-``message``); ``get`` returns ``None`` for 404.
+and its dynamic client. Every call is retried as :mod:`retry` says
+(backoff on 429, 5xx and transport errors), fenced by the upgrade lock (:mod:`fencing`).
+Objects go in and come out as plain dicts. Errors surface as :class:`errors.ApiError`
+(``status``, ``reason``, ``message``); ``get`` returns ``None`` for 404.
 
-``watch`` yields raw watch events and is used by :mod:`waiting`; ``raw_get`` reaches
-non-resource paths such as the service and node proxies.
+``wait`` is :func:`waiting.wait` on this client (a caching layer, ``node_cycle.CycleKube``,
+overrides it); ``watch``/``stream`` yield raw watch events; ``raw_get`` reaches non-resource
+paths such as the service and node proxies. Connection failures and the insecure-TLS warning
+are worded in :mod:`connection`; discovery's disk cache is written once
+(:mod:`discovery_cache`).
 
 Responses are parsed from the raw HTTP body (``serialize=False``), never through the dynamic
 client's ``ResourceInstance``: wrapping every field of every listed object in a
@@ -27,163 +28,57 @@ process already holds, so at 100 nodes the collections cost ~4x the parsing itse
 
 from __future__ import annotations
 
-import atexit
 import gc
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
+    connection_failure as connection_failure,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
+    warn_insecure as warn_insecure,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.discovery_cache import (
+    defer_discovery_writes,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.discovery_cache import (
+    flush_discovery_cache as flush_discovery_cache,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    ApiError as ApiError,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    ConflictsExhausted as ConflictsExhausted,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NotServed as NotServed,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    message_of,
+    unserved_path,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
+    fence,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
+    set_fence as set_fence,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
+    unfenced as unfenced,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry import (
+    CONFLICT,
+    RETRIABLE,
+    call_with_retry,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry import (
+    retry_on_conflict as retry_on_conflict,
+)
+
 T = TypeVar("T")
-RETRIABLE = frozenset({429, 500, 502, 503, 504})
-OUTAGE_RETRY_S = 1.0   # between attempts while the API server is unreachable (see below)
-CONFLICT = frozenset({409})
-
-
-class ApiError(Exception):
-    """An API call failed; ``status`` is the HTTP status (0 for transport errors)."""
-
-    def __init__(self, status: int, reason: str, message: str = "") -> None:
-        self.status, self.reason, self.message = status, reason, message or reason
-        super().__init__(self.message)
-
-
-class NotServed(ApiError):
-    """The cluster does not serve this apiVersion/kind (CRD not installed)."""
-
-
-PATH_NOT_FOUND = "the server could not find the requested resource"
-
-_DISCOVERY_FLUSHES: list[Callable[[], None]] = []
-
-
-def defer_discovery_writes(dyn: Any) -> None:
-    """kubernetes.core's discoverer keeps discovery on disk (per API host and user) and
-    rewrites the whole file — JSON of every resource discovered so far — each time a lookup
-    discovers another group version: seven times in one pre-flight run, ~10 ms each. Here
-    it is written once, by :func:`flush_discovery_cache` (at exit, or when the in-process
-    runner ends the module). A process killed before that leaves the previous file; the next
-    module discovers again what it lacks."""
-    disc = getattr(dyn, "resources", None)
-    write = getattr(disc, "_write_cache", None)
-    if write is None:
-        return
-    dirty = [False]
-
-    def later() -> None:
-        dirty[0] = True
-
-    def flush() -> None:
-        if dirty[0]:
-            dirty[0] = False
-            write()
-
-    disc._write_cache = later  # noqa: SLF001 - the discoverer calls it on itself
-    _DISCOVERY_FLUSHES.append(flush)
-
-
-def flush_discovery_cache() -> None:
-    """Write the discovery caches :func:`defer_discovery_writes` held back."""
-    while _DISCOVERY_FLUSHES:
-        _DISCOVERY_FLUSHES.pop()()
-
-
-atexit.register(flush_discovery_cache)
-
-
-def unserved_path(exc: ApiError) -> bool:
-    """The apiserver's 404 for a path it does not serve (an object that does not exist
-    names itself in its 404 instead)."""
-    return exc.status == 404 and exc.message.startswith(PATH_NOT_FOUND)
-
-
-def _message_of(exc: Any) -> tuple[int, str, str]:
-    status = int(getattr(exc, "status", 0) or 0)
-    reason = str(getattr(exc, "reason", "") or type(exc).__name__)
-    body = getattr(exc, "body", None)
-    message = ""
-    if body:
-        try:
-            data = json.loads(body if isinstance(body, str | bytes) else str(body))
-            message = str(data.get("message") or "")
-        except (ValueError, AttributeError):
-            message = str(body)[:500]
-    return status, reason, message or str(exc)[:500]
-
-
-def _retry_after(exc: Any) -> float | None:
-    headers = getattr(exc, "headers", None) or {}
-    try:
-        value = headers.get("Retry-After") if hasattr(headers, "get") else None
-        return float(value) if value else None
-    except (TypeError, ValueError):
-        return None
-
-
-def call_with_retry(fn: Callable[[], T], attempts: int = 6, base: float = 0.5,
-                    cap: float = 8.0, sleep: Callable[[float], None] = time.sleep,
-                    also: frozenset[int] = frozenset()) -> T:
-    """Run ``fn``; retry on 429/5xx/transport errors (and the statuses in ``also``) with
-    exponential backoff.
-
-    Non-retriable API errors are raised at once as :class:`ApiError`.
-    """
-    retriable = RETRIABLE | also
-    delay = base
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return fn()
-        except ApiError as exc:
-            if exc.status not in retriable or attempt >= attempts:
-                raise
-            sleep(min(cap, delay))
-            delay = min(cap, delay * 2)
-        except Exception as exc:  # noqa: BLE001 - classified below
-            status, reason, message = _message_of(exc)
-            transport = status == 0 and type(exc).__module__.startswith(
-                ("urllib3", "socket", "ssl", "http"))
-            transport = transport or isinstance(exc, ConnectionError | TimeoutError)
-            if not (status in retriable or transport):
-                raise ApiError(status, reason, message) from exc
-            if attempt >= attempts:
-                # the API server is unreachable (a control-plane node rebooting): go on
-                # trying while the upgrade lock bounds it -- its renew deadline ends the run
-                # (the fence raises LockLost in ``fn``) before the lease could expire
-                if not (transport and lock_bounds_retries()):
-                    raise ApiError(status, reason, message) from exc
-                sleep(OUTAGE_RETRY_S)
-                continue
-            sleep(min(cap, _retry_after(exc) or delay))
-            delay = min(cap, delay * 2)
-
-
-class ConflictsExhausted(ApiError):
-    """:func:`retry_on_conflict` saw a 409 Conflict on every attempt (an :class:`ApiError`
-    with status 409, so callers that handle the API's 409 handle this too)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(409, "Conflict", message)
-
-
-def retry_on_conflict(attempt: Callable[[], T], attempts: int, what: str,
-                      reread: Callable[[], Any] | None = None) -> T:
-    """Optimistic concurrency, as client-go's ``RetryOnConflict``: ``attempt`` decides on the
-    object and writes it conditionally (its resourceVersion); while the write answers 409
-    Conflict, call ``reread`` (when the attempt does not read for itself) and run ``attempt``
-    again, at most ``attempts`` times. Other errors propagate; when every attempt conflicted,
-    :class:`ConflictsExhausted` names ``what``."""
-    for tried in range(attempts):
-        if tried and reread is not None:
-            reread()
-        try:
-            return attempt()
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-    raise ConflictsExhausted(f"{what}: still conflicting after {attempts} attempts")
 
 
 # bodies at least this large are parsed with the cyclic garbage collector paused
@@ -235,57 +130,6 @@ def _to_dict(obj: Any) -> dict[str, Any]:
     return dict(obj.to_dict())
 
 
-# The upgrade lock's fence (``lock.hold`` installs it): called before every request a module
-# makes, it raises (an ApiError naming the lock) once the run may no longer hold the lock, so
-# a run that lost it sends nothing more. Requests of the lock itself pass (``unfenced``).
-_fence: Callable[[], None] | None = None
-_unfenced = threading.local()
-
-
-def set_fence(check: Callable[[], None] | None) -> None:
-    global _fence
-    _fence = check
-
-
-class unfenced:  # noqa: N801 - used as a context manager
-    """Requests made inside are not fenced (the lock's own requests); ``guard``, if given, is
-    called before each of them instead (the renewal stops retrying once it is too late)."""
-
-    def __init__(self, guard: Callable[[], None] | None = None) -> None:
-        self.guard = guard
-
-    def __enter__(self) -> None:
-        stack = getattr(_unfenced, "stack", None)
-        if stack is None:
-            stack = _unfenced.stack = []
-        stack.append(self.guard)
-
-    def __exit__(self, *_exc: Any) -> None:
-        _unfenced.stack.pop()
-
-
-def lock_bounds_retries() -> bool:
-    """Requests made now are fenced by the upgrade lock (this run holds it, or this is the
-    lock's own renewal with its deadline guard): the renew deadline bounds how long they may
-    be retried."""
-    stack = getattr(_unfenced, "stack", None)
-    if stack:
-        return stack[-1] is not None
-    return _fence is not None
-
-
-def fence() -> None:
-    stack = getattr(_unfenced, "stack", None)
-    if stack:
-        guard = stack[-1]
-        if guard is not None:
-            guard()
-        return
-    check = _fence
-    if check is not None:
-        check()
-
-
 # Rancher's machine-plan Secrets (the drain hooks) are the only Secrets the collection reads,
 # all in fleet-local; their names derive from the CAPI Machines, so RBAC must let it read every
 # Secret there (docs/rbac.md). Every list and watch of Secrets in fleet-local asks the server
@@ -329,23 +173,34 @@ class Kube:
         self._resources: dict[tuple[str, str], Any] = {}
 
     @classmethod
+    def from_options(cls, check_mode: bool = False, **auth: Any) -> Kube:
+        """Connect with kubernetes.core's auth options (``None`` values are left out); a
+        failure to connect is an :class:`ApiError` (status 0) with one line saying why
+        (:func:`connection.connection_failure`)."""
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
+            get_api_client,
+        )
+        given = {k: v for k, v in auth.items() if v is not None}
+        try:
+            api = get_api_client(**given)
+        except Exception as exc:  # noqa: BLE001 - every way of not connecting gets one line
+            raise ApiError(0, "ConnectionFailed", connection_failure(exc, given)) from exc
+        return cls(api.client, check_mode=check_mode)
+
+    @classmethod
     def from_module(cls, module: Any) -> Kube:
         """Connect with the module's auth options (kubernetes.core semantics)."""
         from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
             AUTH_ARG_SPEC,
         )
-        from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (
-            get_api_client,
-        )
         auth = {k: module.params[k] for k in AUTH_ARG_SPEC
                 if module.params.get(k) is not None}
         warn_insecure(module, auth)
         try:
-            api = get_api_client(**auth)
-        except Exception as exc:  # noqa: BLE001 - every way of not connecting gets one line
-            module.fail_json(msg=connection_failure(exc, auth))
+            kube = cls.from_options(check_mode=bool(module.check_mode), **auth)
+        except ApiError as exc:
+            module.fail_json(msg=exc.message)
             raise  # fail_json does not return; a test double's might
-        kube = cls(api.client, check_mode=bool(module.check_mode))
         defer_discovery_writes(kube.dyn)
         kube.identify(module)
         return kube
@@ -446,6 +301,11 @@ class Kube:
         return self.list_with_rv(api_version, kind, namespace, label_selector,
                                  field_selector)[0]
 
+    def items(self, api_version: str, kind: str, namespace: str | None = None,
+              label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Transitional spelling of :meth:`list` (the node steps' calls)."""
+        return self.list(api_version, kind, namespace, label_selector)
+
     def list_if_served(self, api_version: str, kind: str, namespace: str | None = None,
                        label_selector: str | None = None) -> list[dict[str, Any]] | None:
         """Like :meth:`list`, but ``None`` when the kind is not served."""
@@ -459,6 +319,15 @@ class Kube:
         ns = (obj.get("metadata") or {}).get("namespace")
         return self.on_resource(obj["apiVersion"], obj["kind"], lambda res: call_with_retry(
             lambda: _raw(res.create, body=obj, namespace=ns)))
+
+    def create_in(self, api_version: str, kind: str, body: dict[str, Any],
+                  namespace: str | None = None) -> dict[str, Any]:
+        """Create ``body`` as ``api_version``/``kind`` in ``namespace``."""
+        obj = dict(body)
+        obj["apiVersion"], obj["kind"] = api_version, kind
+        if namespace:
+            obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
+        return self.create(obj)
 
     def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
@@ -514,7 +383,19 @@ class Kube:
                 return False
             raise
 
-    # -- streams and raw paths ----------------------------------------------------------------
+    # -- waits, streams and raw paths -------------------------------------------------------
+    def wait(self, sources: Iterable[waiting.Source],
+             predicate: Callable[[waiting.Snapshot], Any], *, what: str, timeout: float,
+             describe: Callable[[waiting.Snapshot], str] | None = None,
+             on_change: Callable[[waiting.Snapshot], None] | None = None,
+             slice_seconds: float | None = None) -> Any:
+        """:func:`waiting.wait` on this client: until ``predicate`` returns something truthy,
+        by watch, with a deadline (see there). A caching layer overrides this to bracket the
+        wait and feed it from its informers."""
+        return waiting.wait(self, sources, predicate, what=what, timeout=timeout,
+                            describe=describe, on_change=on_change,
+                            slice_seconds=slice_seconds)
+
     def watch(self, api_version: str, kind: str, namespace: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
               resource_version: str | None = None, timeout: int = 60
@@ -533,7 +414,7 @@ class Kube:
         except ApiError:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped to ApiError for the waiter
-            status, reason, message = _message_of(exc)
+            status, reason, message = message_of(exc)
             raise ApiError(status, reason, message) from exc
 
     def stream(self, res: Any, *, namespace: str | None = None,
@@ -620,71 +501,6 @@ class Kube:
             status = int(getattr(exc, "status", 0) or 0)
             raw = getattr(exc, "body", None) or getattr(exc, "reason", "") or str(exc)
             return status, raw if isinstance(raw, bytes) else str(raw).encode()
-
-
-INSECURE_WARNING = ("TLS certificate verification is OFF (validate_certs=false or "
-                    "K8S_AUTH_VERIFY_SSL=no): the API server's identity is not checked and the "
-                    "bearer token can be sent to an impostor. Give the cluster's CA "
-                    "(ca_cert / kubeconfig certificate-authority-data) instead.")
-
-
-def verification_disabled(auth: dict[str, Any]) -> bool:
-    """Did the user turn TLS verification off (option, or kubernetes.core's env variable)?"""
-    import os
-
-    value = auth.get("validate_certs")
-    if value is None:
-        value = os.environ.get("K8S_AUTH_VERIFY_SSL", os.environ.get("K8S_AUTH_VALIDATE_CERTS"))
-    if value is None:
-        return False
-    return str(value).strip().lower() in ("false", "no", "0", "off", "n", "f")
-
-
-def _config_source(auth: dict[str, Any]) -> str:
-    import os
-    if auth.get("host"):
-        return "host option / K8S_AUTH_HOST"
-    path = auth.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or \
-        os.environ.get("KUBECONFIG") or "~/.kube/config"
-    ctx = auth.get("context") or os.environ.get("K8S_AUTH_CONTEXT")
-    return f"kubeconfig {path}" + (f", context {ctx}" if ctx else "")
-
-
-def connection_failure(exc: BaseException, auth: dict[str, Any]) -> str:
-    """One line saying which API server could not be reached, from which configuration, and
-    why (instead of urllib3's retry chain)."""
-    source = _config_source(auth)
-    from urllib3.exceptions import MaxRetryError, NewConnectionError, SSLError
-    if isinstance(exc, MaxRetryError):
-        pool = getattr(exc, "pool", None)
-        where = (f"{getattr(pool, 'scheme', 'https')}://{getattr(pool, 'host', '?')}:"
-                 f"{getattr(pool, 'port', '?')}") if pool is not None else "the API server"
-        reason = exc.reason
-        if isinstance(reason, SSLError):
-            why = f"TLS failed ({str(reason).splitlines()[0][:200]}); check the CA " \
-                  "(certificate-authority-data / ca_cert) or validate_certs"
-        elif isinstance(reason, NewConnectionError):
-            text = str(reason)
-            why = ("connection refused" if "refused" in text.lower() else
-                   "the host name does not resolve" if "resolution" in text.lower()
-                   or "name or service" in text.lower() else
-                   "connection timed out" if "timed out" in text.lower() else
-                   text.rsplit(": ", 1)[-1][:200])
-        else:
-            why = str(reason).splitlines()[0][:200] if reason else "no answer"
-        return f"cannot reach the Kubernetes API at {where} ({source}): {why}"
-    status = getattr(exc, "status", None)
-    if isinstance(status, int) and status in (401, 403):
-        return (f"the Kubernetes API refused the credentials of {source}: {status} "
-                f"{getattr(exc, 'reason', '')}".rstrip())
-    text = " ".join(str(exc).split())[:300]
-    return f"cannot connect to the Kubernetes API ({source}): {type(exc).__name__}: {text}"
-
-
-def warn_insecure(module: Any, auth: dict[str, Any]) -> None:
-    """Verification is on by default; turning it off is explicit and always warned about."""
-    if verification_disabled(auth) and hasattr(module, "warn"):
-        module.warn(INSECURE_WARNING)
 
 
 def selector(labels: dict[str, str]) -> str:

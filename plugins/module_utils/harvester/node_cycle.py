@@ -20,7 +20,7 @@ very same step functions, in the same order and with the same conditions, in one
   answer) is in-process: a few API calls instead of a task boundary.
 
 Each step is idempotent and resumes from the cluster's state exactly as in the step-by-step
-mode; errors are the steps' own (:class:`node_kube.WaitTimeout` carries what was awaited and
+mode; errors are the steps' own (:class:`waiting.WaitTimeout` carries what was awaited and
 the last state seen). The result lists one entry per step (what happened, seconds).
 """
 
@@ -30,48 +30,44 @@ import copy
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_steps,
+    constants as c,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_steps,
+    waiting,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     Informer,
     field_filter,
     rv_int,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
-    PLAN_API,
-    PLAN_KIND,
-    Kube,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
-    _Stream,
 )
 
-CAPI_API = "cluster.x-k8s.io/v1beta1"
-VMI_KIND = ("kubevirt.io/v1", "VirtualMachineInstance")
 # kept for the whole cycle: nothing in a node's upgrade changes them
-STABLE_LISTS = {(CAPI_API, "Machine")}
-STABLE_GETS = {("provisioning.cattle.io/v1", "Cluster"), ("harvesterhci.io/v1beta1", "Setting")}
+STABLE_LISTS = {c.CAPI_MACHINE}
+STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING}
 # steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
 # last list read in the cycle is good enough there)
 VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
 # a write of the key kind changes objects of the value kinds
-WRITE_TOUCHES = {("kubevirt.io/v1", "VirtualMachine"): [VMI_KIND],
-                 ("kubevirt.io/v1", "VirtualMachineInstanceMigration"): [VMI_KIND]}
+WRITE_TOUCHES = {c.VM: [c.VMI], c.VMIM: [c.VMI]}
 # the cluster-wide sets every step reads and the waits watch: followed by an informer for the
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
 # (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
-INFORMED = {("v1", "Node", None), ("v1", "Secret", FLEET_NS), (*VMI_KIND, None),
-            (PLAN_API, PLAN_KIND, None),
-            ("v1", "Pod", None),
-            ("policy/v1", "PodDisruptionBudget", None),
-            ("longhorn.io/v1beta2", "Volume", "longhorn-system"),
-            ("longhorn.io/v1beta2", "Replica", "longhorn-system")}
+INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS), (*c.VMI, None),
+            (c.PLAN_API_VERSION, c.PLAN_KIND, None), (*c.POD, None), (*c.PDB, None),
+            (*c.LH_VOLUME, c.LONGHORN_NS), (*c.LH_REPLICA, c.LONGHORN_NS)}
 
 
 def _matcher(key: tuple[str, str, str | None], namespace: str | None,
@@ -88,7 +84,7 @@ def _matcher(key: tuple[str, str, str | None], namespace: str | None,
 
 
 class CycleKube(Kube):
-    """:class:`node_kube.Kube` that remembers reads for the length of a step (see module doc).
+    """:class:`client.Kube` that remembers reads for the length of a step (see module doc).
 
     The sets in :data:`INFORMED` are not cached per step but followed by an
     :class:`informer.Informer` for the whole cycle: reads of them (without a label selector,
@@ -206,24 +202,21 @@ class CycleKube(Kube):
                 if inf is not None:
                     inf.stop()
 
-    def _pump(self, idx: int, st: _Stream, out: queue.Queue[Any], stop: threading.Event,
-              deadline: float) -> None:
+    def _subscribe(self, source: waiting.Source, rv: str, out: queue.Queue[Any], idx: int
+                   ) -> Callable[[], None] | None:
         """A wait on an informed set takes its events from the informer (the wait listed from
-        it, at its resourceVersion); anything else watches the server."""
-        s = st.source
-        found = None if s.label_selector else self._informer(s.api_version, s.kind,
-                                                             s.namespace, start=False)
-        match = field_filter(s.field_selector)
-        if found is not None and match is not None:
-            inf, key = found
-            sub = inf.subscribe(st.rv, out, idx, _matcher(key, s.namespace, match))
-            if sub is not None:
-                try:
-                    stop.wait(max(0.0, deadline - time.monotonic()))
-                finally:
-                    inf.unsubscribe(sub)
-                return
-        super()._pump(idx, st, out, stop, deadline)
+        it, at its resourceVersion): the unsubscribe function; ``None`` for anything else
+        (the wait watches the server)."""
+        found = None if source.label_selector else self._informer(
+            source.api_version, source.kind, source.namespace, start=False)
+        match = field_filter(source.field_selector)
+        if found is None or match is None:
+            return None
+        inf, key = found
+        sub = inf.subscribe(rv, out, idx, _matcher(key, source.namespace, match))
+        if sub is None:
+            return None
+        return lambda: inf.unsubscribe(sub)
 
     # -- step boundaries -------------------------------------------------------------------
     def begin_step(self, name: str) -> None:
@@ -243,12 +236,12 @@ class CycleKube(Kube):
             kinds = [(api_version, kind), *WRITE_TOUCHES.get((api_version, str(kind)), [])]
             self._lists = {k: v for k, v in self._lists.items() if k[:2] not in kinds}
             self._gets = {k: v for k, v in self._gets.items() if k[:2] not in kinds}
-            if VMI_KIND in kinds:
+            if c.VMI in kinds:
                 self._sticky_vmis = None
 
     def _cacheable_get(self, api_version: str, kind: str) -> bool:
-        return (api_version, kind) in STABLE_GETS or (api_version, kind) == (PLAN_API,
-                                                                             PLAN_KIND)
+        return (api_version, kind) in STABLE_GETS or (api_version, kind) == (
+            c.PLAN_API_VERSION, c.PLAN_KIND)
 
     # -- reads -------------------------------------------------------------------------------
     def _informed_get(self, api_version: str, kind: str, name: str, namespace: str | None
@@ -295,7 +288,7 @@ class CycleKube(Kube):
         if informed is not None:
             return informed
         key = (api_version, kind, namespace, label_selector, field_selector)
-        plain_vmis = (api_version, kind) == VMI_KIND and not (
+        plain_vmis = (api_version, kind) == c.VMI and not (
             namespace or label_selector or field_selector)
         with self._lock:
             # a wait lists to start its watch: a list this step already read (nothing of the
@@ -329,7 +322,8 @@ class CycleKube(Kube):
         if key is not None and rv is not None:   # the next read of the kind includes this write
             with self._lock:
                 self._need[key] = max(self._need.get(key, -1), rv)
-        if obj and (api_version, kind) == (PLAN_API, PLAN_KIND) and not self._waiting:
+        if obj and (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND) and \
+                not self._waiting:
             with self._lock:
                 self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
                     copy.deepcopy(obj)
@@ -368,11 +362,17 @@ class CycleKube(Kube):
                                preconditions=preconditions))
 
     # -- after a wait, what was remembered is older than what the wait saw: forget it --------
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
+    def wait(self, sources: Iterable[waiting.Source],
+             predicate: Callable[[waiting.Snapshot], Any], *, what: str, timeout: float,
+             describe: Callable[[waiting.Snapshot], str] | None = None,
+             on_change: Callable[[waiting.Snapshot], None] | None = None,
+             slice_seconds: float | None = None) -> Any:
         with self._lock:
             self._waiting += 1
         try:
-            return super().wait(*args, **kwargs)
+            return waiting.wait(self, sources, predicate, what=what, timeout=timeout,
+                                describe=describe, on_change=on_change,
+                                slice_seconds=slice_seconds, subscribe=self._subscribe)
         finally:
             with self._lock:
                 self._waiting -= 1

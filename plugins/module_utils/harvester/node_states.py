@@ -62,3 +62,9 @@ def set_state(statuses: dict[str, Any], node: str, state: str, reason: str = "",
         return False
     statuses[node] = entry
     return True
+
+
+def ordinal(state: str | None) -> int:
+    """Rank of a state read from the cluster: ``-1`` for none and for a name this collection
+    does not know (e.g. another controller's), which any state may then replace."""
+    return RANK.get(state or "", -1)

@@ -125,11 +125,11 @@ class Context:
         messages do, e.g. ``upgrade-repo deployment not ready``), with the last progress
         line at the end of each slice; completing the phase clears it."""
         self._say(f"waiting for {what}")
-        verdict, pending = waiting.wait(self.kube, sources, predicate, what=what,
-                                        timeout=max(0.0, self.remaining()),
-                                        slice_seconds=self.slice_seconds)
+        verdict: waiting.Verdict = self.kube.wait(
+            sources, predicate, what=what, timeout=max(0.0, self.remaining()),
+            slice_seconds=self.slice_seconds)
         self.progress = verdict.progress
-        if pending:
+        if not verdict:   # the slice ended first
             self._say(f"waiting for {what}"
                       + (f": {verdict.progress}" if verdict.progress else ""))
             raise Pending(verdict.progress)

@@ -22,9 +22,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_kube as nk,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_order,
     node_steps,
     phase_actions,
@@ -111,8 +108,8 @@ def abort(kube: Kube, plan: dict[str, Any], message: str, *, check_mode: bool = 
     name = writer.name
     actions = phase_actions.cleanup_resources(kube, writer, check_mode)
     # the VMs the collection shut down, and its drain taint
-    nkube = nk.Kube(kube.dyn, check_mode=check_mode)
-    nwriter = nk.PlanWriter(nkube, plan)
+    nkube = Kube(kube.dyn, check_mode=check_mode)
+    nwriter = plan_writer.PlanWriter(nkube, plan)
     cm = kube.get("v1", "ConfigMap", f"{name}-restore-vm", c.UPGRADE_NS) or {}
     for node in sorted((cm.get("data") or {})):
         if check_mode:

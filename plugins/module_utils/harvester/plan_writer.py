@@ -1,13 +1,21 @@
-"""Reading and writing the UpgradePlan: lookup, creation, conflict-safe status updates.
+"""Reading and writing the UpgradePlan: lookup, conflict-safe status updates, Events.
 
-:class:`PlanWriter` owns one plan during a module run. :meth:`PlanWriter.update` applies a
-mutation (a function over a deep copy of ``status`` returning the Events to emit, usually a
-:mod:`plan_status` transition) and PUTs the status subresource; on 409 Conflict it re-reads
-the plan and applies the mutation again (bounded). Events are recorded only after the write
-succeeded. In check mode nothing is written and the Events are only listed.
+:class:`PlanWriter` owns one plan during a module run, for the cluster phases and the node
+loop alike. :meth:`PlanWriter.update` applies a mutation (a function over a deep copy of
+``status`` returning the Events to emit, usually a :mod:`plan_status` transition) and PUTs
+the status subresource; on 409 Conflict it re-reads the plan and applies the mutation again
+(bounded). Events are recorded only after the write succeeded. In check mode nothing is
+written and the Events are only listed. The node loop's per-node states
+(:meth:`PlanWriter.set_node_state`, forward-only by :mod:`node_states`) are conditional merge
+patches of ``status.nodeUpgradeStatuses`` on the plan as it is now.
 
-Plan lookup: :func:`find_active` (``Progressing=True``), :func:`resolve` (by name, or the
-active one).
+The active plan (docs/protocol.md "The active plan"): the one with ``Progressing=True``, the
+newest if several. upgrade-toolkit sets ``Progressing=True`` on the first reconcile of a plan
+and ``Progressing=False`` exactly when the plan enters a terminal phase (Succeeded, Failed),
+so this is the plan its controller works on; a plan nobody has initialized yet is not active
+(``upgrade_plan`` adopts it explicitly). Lookup: :func:`find_active`, :func:`resolve` (by
+name, or the active one; ``None`` when there is none) and :func:`find_plan` (the node loop's:
+the same, but an error saying why when there is no plan to work on).
 """
 
 from __future__ import annotations
@@ -18,19 +26,25 @@ from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     cluster_id,
+    node_states,
     plan_status,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
-    ConflictsExhausted,
     Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    ConflictsExhausted,
+    NodeLoopError,
     NotServed,
-    retry_on_conflict,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.events import (
     Recorder,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry import (
+    retry_on_conflict,
 )
 
 # (the result type is quoted: pylint checks module_utils for Python 3.8, where `X | None`
@@ -39,8 +53,17 @@ Mutation = Callable[[dict[str, Any]], "list[plan_status.EventSpec] | None"]
 MAX_CONFLICT_RETRIES = 10
 
 
-class PlanError(Exception):
+# the source component of the node loop's own Events (restore-vm and detector Events name
+# theirs, as upgrade-toolkit's do)
+NODE_EVENT_COMPONENT = "harvester-upgrade"
+
+
+class PlanError(NodeLoopError):
     """The plan cannot be found/created/updated as asked; the message says why."""
+
+
+class NoActivePlan(NodeLoopError):
+    """No plan was named and none is active: there is no upgrade for the node loop to run."""
 
 
 def list_plans(kube: Kube) -> list[dict[str, Any]]:
@@ -56,7 +79,7 @@ def _created(plan: dict[str, Any]) -> str:
 
 def find_active(kube: Kube, plans: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any] | None:
-    """The plan with ``Progressing=True`` (the newest, if several)."""
+    """The active plan: ``Progressing=True`` (the newest, if several; see the module doc)."""
     active = [p for p in (plans if plans is not None else list_plans(kube))
               if plan_status.is_active(p)]
     return same_cluster(kube, sorted(active, key=_created)[-1] if active else None)
@@ -70,6 +93,40 @@ def resolve(kube: Kube, name: str | None) -> dict[str, Any] | None:
         except NotServed:
             return None
     return find_active(kube)
+
+
+def find_plan(kube: Kube, name: str | None) -> dict[str, Any]:
+    """The plan called ``name``, else the active one, for the node loop: an error says why
+    there is none (:class:`NoActivePlan` when nothing is being upgraded; a plan that failed
+    with the nodes part-way upgraded names itself and how to go on)."""
+    try:
+        kube.resource(c.PLAN_API_VERSION, c.PLAN_KIND)
+    except NotServed:
+        if name:
+            raise NodeLoopError(f"UpgradePlan {name} not found: the UpgradePlan CRD is not "
+                                "installed") from None
+        raise NoActivePlan("the UpgradePlan CRD is not installed: no upgrade in progress; "
+                           "start one with upgrade.yml") from None
+    if name:
+        plan = resolve(kube, name)
+        if plan is None:
+            raise NodeLoopError(f"UpgradePlan {name} not found")
+        return plan
+    plans = list_plans(kube)
+    active = find_active(kube, plans)
+    if active is not None:
+        return active
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        plan_resume,
+    )
+    failed = plan_resume.resumable(plans)
+    if failed is not None:   # not "nothing to do": the roll stopped part-way
+        raise NodeLoopError(
+            f"UpgradePlan {failed['metadata']['name']} failed in "
+            f"{plan_resume.failed_in(failed)} and the nodes are part-way upgraded: "
+            f"{plan_resume.failure_message(failed)}. Fix the cause and run upgrade.yml "
+            "again (its first step, Initialize, continues the plan; docs/recovery.md)")
+    raise NoActivePlan("no active UpgradePlan found; start one with upgrade.yml")
 
 
 def same_cluster(kube: Kube, plan: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -94,15 +151,22 @@ def labels(plan: dict[str, Any], component: str) -> dict[str, str]:
 
 
 class PlanWriter:
-    """Conflict-safe writes to one plan's status, plus its Events."""
+    """Conflict-safe writes to one plan's status, plus its Events.
 
-    def __init__(self, kube: Kube, plan: dict[str, Any], check_mode: bool = False,
-                 recorder: Recorder | None = None) -> None:
+    ``check_mode`` defaults to the client's. ``events`` lists the Events of the node loop's
+    writes (:meth:`set_node_state`, :meth:`event`, :meth:`update_status`) for its modules'
+    results; ``recorder.emitted`` those of :meth:`update`."""
+
+    def __init__(self, kube: Kube, plan: dict[str, Any], check_mode: bool | None = None,
+                 recorder: Recorder | None = None,
+                 component: str = NODE_EVENT_COMPONENT) -> None:
         self.kube = kube
         self.plan = plan
-        self.check_mode = check_mode
+        self.check_mode = bool(kube.check_mode if check_mode is None else check_mode)
         self.recorder = recorder or Recorder(kube, plan)
+        self.component = component
         self.changed = False
+        self.events: list[dict[str, str]] = []
 
     @property
     def name(self) -> str:
@@ -190,6 +254,12 @@ class PlanWriter:
     def set_node_states(self, states: dict[str, Any]) -> bool:
         return self.update(lambda s: (plan_status.set_node_states(s, states), [])[1])
 
+    def owner_reference(self) -> dict[str, Any]:
+        return owner_reference(self.plan)
+
+    def labels(self, component: str = c.COMPONENT_NODE_UPGRADE) -> dict[str, str]:
+        return labels(self.plan, component)
+
     def patch_annotations(self, annotations: dict[str, str | None]) -> None:
         """Merge-patch metadata annotations (``None`` removes one)."""
         if self.check_mode:
@@ -197,3 +267,138 @@ class PlanWriter:
         self.plan = self.kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, self.name,
                                     {"metadata": {"annotations": annotations}})
         self.changed = True
+
+    # -- the node loop ------------------------------------------------------------------------
+    def node_state(self, node: str) -> str:
+        return ((self.status.get("nodeUpgradeStatuses") or {}).get(node) or {}).get(
+            "state") or ""
+
+    def set_node_state(self, node: str, state: str, reason: str = "", message: str = "",
+                       *, event: bool = True) -> bool:
+        """Record ``node``'s state on the plan as it is now, unless that moves it backwards
+        (:mod:`node_states`; a state this collection does not know counts as none); returns
+        True when the status changed. Conflict-safe; an Event per change unless ``event`` is
+        false."""
+        def attempt() -> bool:
+            plan = self.refresh()
+            statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
+            cur = statuses.get(node) or {}
+            if node_states.ordinal(cur.get("state")) > node_states.ordinal(state):
+                return False
+            new = {"state": state}
+            if reason:
+                new["reason"] = reason
+            if message:
+                new["message"] = message
+            if cur == new:
+                return False
+            if self.check_mode:
+                return True
+            statuses[node] = new
+            self._patch_status(plan, {"nodeUpgradeStatuses": statuses})
+            if event:
+                text = f"Node {node}: {state}" + (f" ({reason})" if reason else "") + (
+                    f": {message}" if message else "")
+                self.event(f"Node{state}", text, warning=state in node_states.FAILED_STATES)
+            return True
+
+        try:
+            return retry_on_conflict(attempt, MAX_CONFLICT_RETRIES, f"UpgradePlan {self.name}")
+        except ConflictsExhausted as exc:
+            raise PlanError(f"could not update UpgradePlan {self.name}: too many "
+                            "conflicts") from exc
+
+    def set_progress_message(self, message: str) -> None:
+        """Progressing condition message while NodeUpgrading (e.g. paused nodes); given up
+        quietly when every write conflicts (the next state change sets it again)."""
+        def attempt() -> None:
+            plan = self.refresh()
+            conds = list((plan.get("status") or {}).get("conditions") or [])
+            changed = False
+            for cond in conds:
+                if cond.get("type") == "Progressing" and cond.get("message") != message:
+                    cond["message"] = message
+                    changed = True
+            if changed and not self.check_mode:
+                self._patch_status(plan, {"conditions": conds})
+
+        try:
+            retry_on_conflict(attempt, MAX_CONFLICT_RETRIES, f"UpgradePlan {self.name}")
+        except ConflictsExhausted:
+            pass
+
+    def _patch_status(self, plan: dict[str, Any], status: dict[str, Any]) -> None:
+        """Merge-patch the status, conditional on the plan's resourceVersion (409 if stale)."""
+        body = {"metadata": {"resourceVersion": plan["metadata"]["resourceVersion"]},
+                "status": status}
+        self.plan = self.kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, self.name, body,
+                                    subresource="status")
+        self.recorder.plan = self.plan
+
+    def event(self, reason: str, message: str, *, warning: bool = False,
+              component: str | None = None, namespace: str = c.EVENT_NS) -> None:
+        """An Event of the node loop about the plan (cluster-scoped object ⇒ namespace
+        ``default``, or ``harvester-system`` for the detector/restore-vm events, as
+        upgrade-toolkit does); each one is created, none aggregated."""
+        self.events.append({"reason": reason, "message": message})
+        if self.check_mode:
+            return
+        ts = plan_status.now_iso()
+        meta = self.plan.get("metadata") or {}
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{self.name}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": c.PLAN_API_VERSION, "kind": c.PLAN_KIND,
+                               "name": self.name, "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": component or self.component},
+            "reportingComponent": component or self.component,
+            "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+        }
+        try:
+            self.kube.create(body)
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort, never fails a step
+            self.events.append({"reason": "EventNotRecorded", "message": str(exc)[:200]})
+
+    def fail_node(self, node: str, state: str, reason: str, message: str) -> None:
+        """Record a node failure and fail the plan ("node <n> upgrade failed: <msg>"); when
+        the node is cordoned the message says why it stays so and how to go on."""
+        held = self._held_note(node)
+        self.set_node_state(node, state, reason, message + held)
+        self.fail_plan(f"node {node} upgrade failed: {message}{held}")
+
+    def _held_note(self, node: str) -> str:
+        """Rancher cordoned the node for its drain and keeps it cordoned (and its drain hook
+        waiting) until the node's upgrade is finished: say so in the failure, as nothing
+        else in the cluster tells why the node stays unschedulable."""
+        try:
+            obj = self.kube.get(*c.NODE, node)
+        except Exception:  # noqa: BLE001 - the note is extra; the failure is recorded anyway
+            return ""
+        if not ((obj or {}).get("spec") or {}).get("unschedulable"):
+            return ""
+        return (f" [node {node} stays cordoned: Rancher holds it, waiting for its drain hook, "
+                "until its upgrade finishes; fix the cause and run the same command again to "
+                "continue (docs/recovery.md)]")
+
+    def update_status(self, mutate: Mutation) -> bool:
+        """:meth:`update` on the plan as it is now (re-read first), as the node loop's
+        writes are; its Events are listed in :attr:`events` too."""
+        specs: list[Any] = []
+
+        def recorded(status: dict[str, Any]) -> Any:
+            specs[:] = mutate(status) or []
+            return specs
+
+        self.refresh()
+        changed = self.update(recorded)
+        if changed:   # listed in the module result, as the node-state Events are
+            self.events += [{"reason": e.reason, "message": e.message} for e in specs]
+        return changed
+
+    def fail_plan(self, message: str) -> None:
+        """Terminal failure (plan_status.fail) on the plan as it is now."""
+        self.update_status(lambda st: plan_status.fail(st, message, self.now(),
+                                                       self.generation))
