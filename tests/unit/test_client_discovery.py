@@ -13,8 +13,12 @@ import pytest
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 client = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
+discovery_cache = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.discovery_cache")
+errors = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors")
 
-PATH_404 = client.ApiError(404, "NotFound", client.PATH_NOT_FOUND)
+PATH_404 = client.ApiError(404, "NotFound", errors.PATH_NOT_FOUND)
 
 
 class Resource:
@@ -91,18 +95,18 @@ class _Discoverer:
 def test_discovery_cache_is_written_once_when_flushed() -> None:
     disc = _Discoverer()
     dyn = type("Dyn", (), {"resources": disc})()
-    client.defer_discovery_writes(dyn)
+    discovery_cache.defer_discovery_writes(dyn)
     for _lookup in range(7):
         disc.search()
     assert disc.writes == 0
-    client.flush_discovery_cache()
+    discovery_cache.flush_discovery_cache()
     assert disc.writes == 1
-    client.flush_discovery_cache()   # nothing new: no second write
+    discovery_cache.flush_discovery_cache()   # nothing new: no second write
     assert disc.writes == 1
 
 
 def test_nothing_discovered_writes_nothing() -> None:
     disc = _Discoverer()
-    client.defer_discovery_writes(type("Dyn", (), {"resources": disc})())
-    client.flush_discovery_cache()
+    discovery_cache.defer_discovery_writes(type("Dyn", (), {"resources": disc})())
+    discovery_cache.flush_discovery_cache()
     assert disc.writes == 0

@@ -12,6 +12,10 @@ import pytest
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 client = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
+fencing = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing")
+retry = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry")
 
 
 class FakeResource:
@@ -79,7 +83,7 @@ class _Refused:
 def test_an_outage_without_the_lock_fails_after_the_bounded_retries() -> None:
     fn, slept = _Refused(down=50), []
     with pytest.raises(client.ApiError, match="Connection refused"):
-        client.call_with_retry(fn, sleep=slept.append)
+        retry.call_with_retry(fn, sleep=slept.append)
     assert fn.calls == 6
 
 
@@ -93,24 +97,24 @@ def test_an_outage_is_retried_while_the_lock_holds_until_its_deadline() -> None:
         if state["lost"]:
             raise client.ApiError(0, "LockLost", "lost the upgrade lock")
 
-    client.set_fence(fence)
+    fencing.set_fence(fence)
     try:
-        fn, slept = _Refused(down=20, fence=client.fence), []
-        assert client.call_with_retry(fn, sleep=slept.append) == "answered"
+        fn, slept = _Refused(down=20, fence=fencing.fence), []
+        assert retry.call_with_retry(fn, sleep=slept.append) == "answered"
         assert fn.calls == 21
-        fn = _Refused(down=1000, fence=client.fence)
+        fn = _Refused(down=1000, fence=fencing.fence)
 
         def sleep(_s: float) -> None:
             if fn.calls >= 30:
                 state["lost"] = True
 
         with pytest.raises(client.ApiError, match="lost the upgrade lock"):
-            client.call_with_retry(fn, sleep=sleep)
+            retry.call_with_retry(fn, sleep=sleep)
         assert fn.calls == 30
-        with client.unfenced():                 # release(): no deadline guard, bounded
+        with fencing.unfenced():                 # release(): no deadline guard, bounded
             fn = _Refused(down=50)
             with pytest.raises(client.ApiError, match="Connection refused"):
-                client.call_with_retry(fn, sleep=slept.append)
+                retry.call_with_retry(fn, sleep=slept.append)
             assert fn.calls == 6
     finally:
-        client.set_fence(None)
+        fencing.set_fence(None)

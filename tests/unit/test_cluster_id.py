@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     cluster_id,
-    node_kube,
+    errors,
     plan_writer,
 )
 
@@ -50,8 +50,8 @@ def test_same_cluster_and_unrecorded_plans_pass() -> None:
     kube = FakeKube("uid-a", [plan("p", "uid-a")])
     assert plan_writer.resolve(kube, "p")["metadata"]["name"] == "p"
     assert plan_writer.resolve(kube, None)["metadata"]["name"] == "p"
-    assert node_kube.find_plan(kube, "p")["metadata"]["name"] == "p"
-    assert node_kube.find_plan(kube, None)["metadata"]["name"] == "p"
+    assert plan_writer.find_plan(kube, "p")["metadata"]["name"] == "p"
+    assert plan_writer.find_plan(kube, None)["metadata"]["name"] == "p"
     # an older collection's plan (no annotation) is not checked, and costs no read
     kube = FakeKube("uid-a", [plan("old", None)])
     assert plan_writer.resolve(kube, "old") is not None and kube.gets == 1
@@ -64,8 +64,8 @@ def test_plan_of_another_cluster_is_refused_by_every_lookup() -> None:
         with pytest.raises(plan_writer.PlanError, match="belongs to another cluster.*uid-a.*uid-b"):
             lookup()
     for name in ("p", None):
-        with pytest.raises(node_kube.NodeLoopError, match="another cluster"):
-            node_kube.find_plan(kube, name)
+        with pytest.raises(errors.NodeLoopError, match="another cluster"):
+            plan_writer.find_plan(kube, name)
 
 
 def test_cluster_uid_is_read_once_and_missing_is_an_error() -> None:

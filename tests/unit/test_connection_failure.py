@@ -11,7 +11,10 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, SSLError
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import client
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    client,
+    connection,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +42,7 @@ def test_refused_connection_names_the_address_the_source_and_the_cause() -> None
     with pytest.raises(urllib3.exceptions.NewConnectionError) as raw:
         pool.urlopen("GET", "/version", retries=False)
     exc = MaxRetryError(pool, "/version", raw.value)
-    msg = client.connection_failure(exc, {"kubeconfig": "/etc/harvester.yaml",
+    msg = connection.connection_failure(exc, {"kubeconfig": "/etc/harvester.yaml",
                                           "context": "prod"})
     assert msg == (f"cannot reach the Kubernetes API at https://127.0.0.1:{port} "
                    "(kubeconfig /etc/harvester.yaml, context prod): connection refused")
@@ -49,7 +52,7 @@ def test_refused_connection_names_the_address_the_source_and_the_cause() -> None
 def test_tls_failure_points_at_the_ca() -> None:
     pool = urllib3.HTTPSConnectionPool("10.0.0.10", 6443)
     exc = MaxRetryError(pool, "/version", SSLError("certificate verify failed: self-signed"))
-    msg = client.connection_failure(exc, {"host": "https://10.0.0.10:6443"})
+    msg = connection.connection_failure(exc, {"host": "https://10.0.0.10:6443"})
     assert msg.startswith("cannot reach the Kubernetes API at https://10.0.0.10:6443 "
                           "(host option / K8S_AUTH_HOST): TLS failed (certificate verify")
     assert "validate_certs" in msg
@@ -59,7 +62,7 @@ def test_refused_credentials_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", "/home/op/.kube/config")
     monkeypatch.delenv("K8S_AUTH_KUBECONFIG", raising=False)
     monkeypatch.delenv("K8S_AUTH_CONTEXT", raising=False)
-    msg = client.connection_failure(ApiException(status=401, reason="Unauthorized"), {})
+    msg = connection.connection_failure(ApiException(status=401, reason="Unauthorized"), {})
     assert msg == ("the Kubernetes API refused the credentials of kubeconfig "
                    "/home/op/.kube/config: 401 Unauthorized")
 
@@ -98,11 +101,10 @@ current-context: x
 
 
 def test_node_modules_and_the_inventory_connect_the_same_way() -> None:
-    """The node loop's client (node modules, the nodes inventory plugin) raises the same one
-    line as an ApiError."""
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_kube
+    """Connecting without a module (node modules, the nodes inventory plugin) raises the same
+    one line as an ApiError."""
     port = closed_port()
     with pytest.raises(client.ApiError) as err:
-        node_kube.Kube.from_options(host=f"https://127.0.0.1:{port}", api_key="t")
+        client.Kube.from_options(host=f"https://127.0.0.1:{port}", api_key="t")
     assert err.value.message == (f"cannot reach the Kubernetes API at https://127.0.0.1:{port}"
                                  " (host option / K8S_AUTH_HOST): connection refused")

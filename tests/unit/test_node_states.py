@@ -53,3 +53,9 @@ def test_set_state_records_reason_and_message() -> None:
 def test_unknown_state_is_rejected() -> None:
     with pytest.raises(KeyError):
         node_states.set_state({}, "n1", "Bogus")
+
+
+def test_ordinal_counts_a_state_it_does_not_know_as_none() -> None:
+    assert node_states.ordinal("PreDrained") == node_states.rank("PreDrained")
+    assert node_states.ordinal(None) == node_states.ordinal("") == -1
+    assert node_states.ordinal("KubernetesUpgraded") == -1   # upgrade-toolkit's own

@@ -1,13 +1,18 @@
-"""PlanWriter: conflict-safe status writes, Events after the write, aggregated repeats."""
+"""PlanWriter: conflict-safe status writes, Events after the write, aggregated repeats; the
+node loop's forward-only node states; the one active-plan rule of every plan lookup."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import pytest
+
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    errors,
     phases,
     plan_status,
+    plan_writer,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -19,6 +24,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_w
 
 class FakeKube:
     """Just enough of client.Kube: one plan, Events, and a conflict to inject."""
+
+    check_mode = False
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.plan = plan
@@ -53,7 +60,16 @@ class FakeKube:
         return obj
 
     def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
-              namespace: str | None = None) -> dict[str, Any]:
+              namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+        if kind == "UpgradePlan":   # the node loop's conditional merge patch of the status
+            if self.conflicts:
+                self.conflicts -= 1
+                raise ApiError(409, "Conflict", "the object has been modified")
+            rv = self.plan["metadata"]["resourceVersion"]
+            assert subresource == "status" and patch["metadata"]["resourceVersion"] == rv
+            self.plan.setdefault("status", {}).update(patch["status"])
+            self.plan["metadata"]["resourceVersion"] = str(int(rv) + 1)
+            return copy.deepcopy(self.plan)
         ev = next(e for e in self.events if e["metadata"]["name"] == name)
         ev.update(patch)
         return ev
@@ -108,3 +124,124 @@ def test_check_mode_writes_nothing() -> None:
     assert kube.puts == 0 and "status" not in kube.plan
     writer.update(lambda s: plan_status.start_phase(s, phases.get("ISODownload"), "T1", 1))
     assert kube.events == [] and writer.recorder.emitted[0]["reason"] == "PhaseTransition"
+
+
+def node_state(kube: FakeKube, node: str) -> str | None:
+    return ((kube.plan.get("status") or {}).get("nodeUpgradeStatuses") or {}).get(
+        node, {}).get("state")
+
+
+def test_node_states_only_move_forward_and_each_change_is_an_event() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    assert writer.set_node_state("n1", "PreDraining")
+    assert writer.set_node_state("n1", "PreDrained")
+    assert not writer.set_node_state("n1", "PreDraining")      # never backwards
+    assert node_state(kube, "n1") == "PreDrained" == writer.node_state("n1")
+    assert writer.set_node_state("n1", "PreDrainFailed", "Why", "it broke")   # same rank
+    assert kube.plan["status"]["nodeUpgradeStatuses"]["n1"] == {
+        "state": "PreDrainFailed", "reason": "Why", "message": "it broke"}
+    assert not writer.set_node_state("n1", "PreDrainFailed", "Why", "it broke")   # no change
+    assert [e["reason"] for e in writer.events] == [
+        "NodePreDraining", "NodePreDrained", "NodePreDrainFailed"]
+    warning = [e["type"] for e in kube.events if e["reason"] == "NodePreDrainFailed"]
+    assert warning == ["Warning"]
+    assert {e["source"]["component"] for e in kube.events} == {"harvester-upgrade"}
+
+
+def test_a_node_state_another_controller_wrote_can_be_replaced() -> None:
+    plan = new_plan()
+    plan["status"] = {"nodeUpgradeStatuses": {"n1": {"state": "KubernetesUpgraded"}}}
+    kube = FakeKube(plan)
+    writer = PlanWriter(kube, copy.deepcopy(plan))  # type: ignore[arg-type]
+    assert writer.set_node_state("n1", "PreDraining", event=False)
+    assert node_state(kube, "n1") == "PreDraining" and kube.events == []
+
+
+def test_node_state_write_retries_conflicts_then_gives_up_with_a_plan_error() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    kube.conflicts = 2
+    assert writer.set_node_state("n1", "PreDraining")
+    kube.conflicts = 100
+    with pytest.raises(errors.NodeLoopError, match="too many conflicts"):
+        writer.set_node_state("n1", "PreDrained")
+
+
+def test_node_state_in_check_mode_writes_nothing() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan(), check_mode=True)  # type: ignore[arg-type]
+    assert writer.set_node_state("n1", "PreDraining")
+    assert node_state(kube, "n1") is None and kube.events == []
+
+
+def test_fail_plan_fails_the_plan_as_it_is_now_and_lists_its_events() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.update(lambda s: plan_status.initialize(s, "T0", 1))
+    kube.plan["status"]["isoImageID"] = "written-meanwhile"
+    kube.plan["metadata"]["resourceVersion"] = "99"
+    writer.fail_plan("node n1 upgrade failed: boom")
+    assert kube.plan["status"]["currentPhase"] == "Failed"
+    assert kube.plan["status"]["isoImageID"] == "written-meanwhile"
+    assert "UpgradeFailed" in [e["reason"] for e in writer.events]
+
+
+class Plans:
+    """Plans to look up (``list``/``get``/``resource`` of client.Kube)."""
+
+    check_mode = False
+
+    def __init__(self, plans: list[dict[str, Any]], served: bool = True) -> None:
+        self.plans, self.served = plans, served
+
+    def resource(self, api: str, kind: str) -> object:
+        if not self.served:
+            raise errors.NotServed(404, "NotServed", f"{kind}.{api} is not served")
+        return object()
+
+    def list(self, api: str, kind: str, *a: Any, **kw: Any) -> list[dict[str, Any]]:
+        if not self.served:
+            raise errors.NotServed(404, "NotServed", f"{kind}.{api} is not served")
+        return self.plans
+
+    def get(self, api: str, kind: str, name: str, ns: str | None = None) -> Any:
+        return next((p for p in self.plans if p["metadata"]["name"] == name), None)
+
+
+def a_plan(name: str, created: str, phase: str | None, progressing: str | None
+           ) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if phase:
+        status["currentPhase"] = phase
+    if progressing:
+        status["conditions"] = [{"type": "Progressing", "status": progressing}]
+    return {"metadata": {"name": name, "creationTimestamp": created}, "status": status}
+
+
+def test_the_active_plan_is_the_newest_progressing_one_for_every_lookup() -> None:
+    kube = Plans([a_plan("old", "2026-01-01T00:00:00Z", "Succeeded", "False"),
+                  a_plan("running", "2026-01-02T00:00:00Z", "NodeUpgrading", "True"),
+                  a_plan("fresh", "2026-01-03T00:00:00Z", None, None)])
+    # a plan nobody initialized is not being upgraded: not the active one
+    assert plan_writer.find_active(kube)["metadata"]["name"] == "running"
+    assert plan_writer.resolve(kube, None)["metadata"]["name"] == "running"
+    assert plan_writer.find_plan(kube, None)["metadata"]["name"] == "running"
+    assert plan_writer.find_plan(kube, "fresh")["metadata"]["name"] == "fresh"
+
+
+def test_find_plan_says_why_there_is_nothing_to_work_on() -> None:
+    with pytest.raises(plan_writer.NoActivePlan, match="no active UpgradePlan"):
+        plan_writer.find_plan(Plans([a_plan("done", "T", "Succeeded", "False")]), None)
+    with pytest.raises(plan_writer.NoActivePlan, match="CRD is not installed"):
+        plan_writer.find_plan(Plans([], served=False), None)
+    with pytest.raises(errors.NodeLoopError, match="UpgradePlan x not found: the UpgradePlan"):
+        plan_writer.find_plan(Plans([], served=False), "x")
+    with pytest.raises(errors.NodeLoopError, match="UpgradePlan x not found$"):
+        plan_writer.find_plan(Plans([]), "x")
+    failed = a_plan("broken", "T", "Failed", "False")
+    failed["status"]["phaseTransitionTimestamps"] = [{"phase": "NodeUpgrading"},
+                                                     {"phase": "Failed"}]
+    with pytest.raises(errors.NodeLoopError, match="broken failed in NodeUpgrading") as exc:
+        plan_writer.find_plan(Plans([failed]), None)
+    assert not isinstance(exc.value, plan_writer.NoActivePlan)
