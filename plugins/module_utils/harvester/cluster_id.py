@@ -7,7 +7,7 @@ The plan records its cluster when it is created: annotation
 Namespace (made when the cluster is installed, never reused, and the same through every
 API server address, load balancer or Rancher proxy that reaches it). Every run that reads a
 plan (:func:`check`, from ``plan_writer.resolve``/``find_active`` and
-``node_kube.find_plan``) compares it with the cluster it talks to, before any write. A plan
+``plan_writer.find_plan``) compares it with the cluster it talks to, before any write. A plan
 without the annotation (created by an older collection, or for the toolkit) is not checked.
 """
 
