@@ -34,6 +34,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
     connection_failure as connection_failure,
@@ -135,7 +138,6 @@ def _to_dict(obj: Any) -> dict[str, Any]:
 # Secret there (docs/rbac.md). Every list and watch of Secrets in fleet-local asks the server
 # for that type alone, so no other Secret there (the cluster's kubeconfig, registration
 # tokens) ever reaches this process.
-MACHINE_PLAN_NS = "fleet-local"
 MACHINE_PLAN_FIELD_SELECTOR = "type=rke.cattle.io/machine-plan"
 
 
@@ -143,7 +145,7 @@ def secret_selector(kind: str, namespace: str | None, field_selector: str | None
                     ) -> str | None:
     """``field_selector`` for a list/watch of ``kind`` in ``namespace``, narrowed to Rancher's
     machine-plan Secrets when it reads Secrets of fleet-local."""
-    if kind != "Secret" or namespace != MACHINE_PLAN_NS:
+    if kind != "Secret" or namespace != c.FLEET_NS:
         return field_selector
     if not field_selector:
         return MACHINE_PLAN_FIELD_SELECTOR
