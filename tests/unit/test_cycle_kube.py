@@ -9,11 +9,11 @@ from typing import Any
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     client,
-    node_cycle,
+    cycle_kube,
 )
 
 VMI = ("kubevirt.io/v1", "VirtualMachineInstance")
-POD = ("batch/v1", "Job")   # not followed by an informer (node_cycle.INFORMED): per step
+POD = ("batch/v1", "Job")   # not followed by an informer (cycle_kube.INFORMED): per step
 
 
 class Response:
@@ -59,7 +59,7 @@ def test_list_parses_the_raw_body_and_fills_in_apiversion_and_kind() -> None:
 
 def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() -> None:
     dyn = Dyn()
-    kube = node_cycle.CycleKube(dyn)
+    kube = cycle_kube.CycleKube(dyn)
     kube.begin_step("evacuate")
     rv = kube.list_with_rv(*POD)[1]
     assert len(dyn.calls) == 1
@@ -94,7 +94,7 @@ def test_a_delete_with_preconditions_reaches_the_server() -> None:
             def get(api_version: str, kind: str) -> DelRes:
                 return DelRes()
 
-    kube = node_cycle.CycleKube(DelDyn())
+    kube = cycle_kube.CycleKube(DelDyn())
     pre = {"uid": "u1", "resourceVersion": "7"}
     kube.delete("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system",
                 preconditions=pre)

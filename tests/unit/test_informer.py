@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_cycle,
+    cycle_kube,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     Informer,
@@ -174,7 +174,7 @@ def test_field_filter_knows_only_the_selectors_it_can_evaluate() -> None:
     assert field_filter("metadata.name!=x") is None
 
 
-class FakeCycleKube(node_cycle.CycleKube):
+class FakeCycleKube(cycle_kube.CycleKube):
     """CycleKube over a FakeServer (no HTTP): lists and watches come from ``srv``."""
 
     def __init__(self, srv: FakeServer) -> None:
@@ -205,7 +205,7 @@ def test_cycle_kube_reads_nodes_from_the_informer_and_sees_its_own_write(monkeyp
                     ) -> tuple[list[dict[str, Any]], str]:
         kube.server_lists += 1
         return srv.lister()
-    monkeypatch.setattr(node_cycle.Kube, "list_with_rv", server_list)
+    monkeypatch.setattr(cycle_kube.Kube, "list_with_rv", server_list)
     kube.begin_step("gate")
     assert [n["metadata"]["name"] for n in kube.items("v1", "Node")] == ["n1", "n2"]
     kube.begin_step("evacuate")
@@ -242,8 +242,8 @@ def test_cycle_kube_gets_by_name_from_the_informer_after_its_own_write(monkeypat
                    namespace: str | None = None) -> dict[str, Any] | None:
         server_gets.append(name)
         return obj(name, 1)
-    monkeypatch.setattr(node_cycle.Kube, "list_with_rv", server_list)
-    monkeypatch.setattr(node_cycle.Kube, "get", server_get)
+    monkeypatch.setattr(cycle_kube.Kube, "list_with_rv", server_list)
+    monkeypatch.setattr(cycle_kube.Kube, "get", server_get)
     kube.begin_step("gate")
     got = kube.get("v1", "Node", "n2")
     assert got is not None and got["metadata"]["resourceVersion"] == "6"

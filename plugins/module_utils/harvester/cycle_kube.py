@@ -1,0 +1,361 @@
+"""The node cycle's client: :class:`CycleKube`, a :class:`client.Kube` that caches reads for
+the length of a step and follows the busy sets with informers (``node_cycle``, docs/performance.md
+"Informers in the node cycle").
+
+* reads that the previous step's view still answers are served from memory: the CAPI
+  Machines, the Rancher cluster (hook names) and the ``server-version`` Setting for the whole
+  cycle; within a step a list or the plan is read once (the plan again after a conflicting
+  write); every wait and every write of a kind drop what was remembered of that kind, so a
+  decision is never taken on a view older than the step's last wait or write;
+* a wait starts its watch from a list the step already read of the same kind and selectors (at
+  that list's resourceVersion, as an informer does) instead of listing again;
+* the sets in :data:`INFORMED` are listed once and followed by an :class:`informer.Informer`
+  for the whole cycle; reads of them are answered from its store, waits on them subscribe to
+  its events.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+    Informer,
+    field_filter,
+    rv_int,
+)
+
+# kept for the whole cycle: nothing in a node's upgrade changes them
+STABLE_LISTS = {c.CAPI_MACHINE}
+STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING}
+# steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
+# last list read in the cycle is good enough there)
+VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
+# a write of the key kind changes objects of the value kinds
+WRITE_TOUCHES = {c.VM: [c.VMI], c.VMIM: [c.VMI]}
+# the cluster-wide sets every step reads and the waits watch: followed by an informer for the
+# whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
+# (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
+INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS), (*c.VMI, None),
+            (c.PLAN_API_VERSION, c.PLAN_KIND, None), (*c.POD, None), (*c.PDB, None),
+            (*c.LH_VOLUME, c.LONGHORN_NS), (*c.LH_REPLICA, c.LONGHORN_NS)}
+
+
+def _matcher(key: tuple[str, str, str | None], namespace: str | None,
+             match: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], bool]:
+    """The objects of informer ``key`` that a read of ``namespace`` filtered by ``match`` (a
+    :func:`informer.field_filter`) asks for: a cluster-wide informer serves a namespaced read
+    too."""
+    if not namespace or key[2] is not None:
+        return match
+
+    def in_namespace(o: dict[str, Any]) -> bool:
+        return (o.get("metadata") or {}).get("namespace") == namespace and match(o)
+    return in_namespace
+
+
+class CycleKube(Kube):
+    """:class:`client.Kube` that remembers reads for the length of a step (see module doc).
+
+    The sets in :data:`INFORMED` are not cached per step but followed by an
+    :class:`informer.Informer` for the whole cycle: reads of them (without a label selector,
+    with at most a name/namespace/nodeName field selector) are answered from its store once it
+    has seen our last write of the kind, and waits on them subscribe to its events.
+
+    ``stats`` counts the reads served from memory (``hits``; ``informed`` of them from an
+    informer) and sent (``lists``, ``gets``)."""
+
+    def __init__(self, dyn: Any, check_mode: bool = False) -> None:
+        super().__init__(dyn, check_mode)
+        self._lock = threading.RLock()
+        self._lists: dict[tuple[Any, ...], tuple[list[dict[str, Any]], str]] = {}
+        self._gets: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        self._sticky_vmis: tuple[list[dict[str, Any]], str] | None = None
+        self._waiting = 0
+        self.step = ""
+        self.stats = {"hits": 0, "informed": 0, "lists": 0, "gets": 0}
+        self._informers: dict[tuple[str, str, str | None], Informer | None] = {}
+        self._starting: dict[tuple[str, str, str | None], threading.Event] = {}
+        self._need: dict[tuple[str, str, str | None], int] = {}
+
+    # -- informers ---------------------------------------------------------------------------
+    def _informer_key(self, api_version: str, kind: str, namespace: str | None
+                      ) -> tuple[str, str, str | None] | None:
+        for key in ((api_version, kind, namespace), (api_version, kind, None)):
+            if key in INFORMED:
+                return key
+        return None
+
+    def _informer(self, api_version: str, kind: str, namespace: str | None,
+                  start: bool = True) -> tuple[Informer, tuple[str, str, str | None]] | None:
+        key = self._informer_key(api_version, kind, namespace)
+        if key is None:
+            return None
+        with self._lock:
+            if key in self._informers:
+                inf = self._informers[key]
+                return (inf, key) if inf is not None and inf.usable else None
+            if not start:
+                return None
+            starting = self._starting.get(key)
+            if starting is None:
+                starting = self._starting[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:   # another thread is listing it: use its informer (or try again)
+            starting.wait()
+            return self._informer(api_version, kind, namespace, start)
+        try:
+            base = super()
+            res = self.resource(api_version, kind)   # NotServed reaches the caller
+
+            def lister() -> tuple[list[dict[str, Any]], str]:
+                return base.list_with_rv(key[0], key[1], key[2])
+
+            def streamer(rv: str, timeout: int) -> Any:
+                return self.stream(res, namespace=key[2], resource_version=rv or None,
+                                   timeout=timeout, allow_watch_bookmarks=True)
+            inf = Informer(key[0], key[1], key[2], lister, streamer)
+            inf.start()          # the initial list: its errors are the caller's
+            with self._lock:
+                self.stats["lists"] += 1
+                self._informers[key] = inf
+            return (inf, key) if inf.usable else None
+        finally:
+            with self._lock:
+                self._starting.pop(key, None)
+            starting.set()
+
+    def _informed_read(self, api_version: str, kind: str, namespace: str | None,
+                       label_selector: str | None, field_selector: str | None
+                       ) -> tuple[list[dict[str, Any]], str] | None:
+        if label_selector or self._informer_key(api_version, kind, namespace) is None:
+            return None
+        match = field_filter(field_selector)
+        found = self._informer(api_version, kind, namespace)
+        if match is None or found is None:
+            return None
+        inf, key = found
+        snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match))
+        if snap is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+        return snap
+
+    def prefetch(self, wait: bool = True) -> None:
+        """Start every informer at once, their initial lists side by side (the server and
+        this process work in parallel); a set that is not served is left to its first read.
+        ``wait=False`` returns at once: a read of a set still being listed waits for that
+        list instead of listing again."""
+        def start(key: tuple[str, str, str | None]) -> None:
+            try:
+                self._informer(*key)
+            except Exception:  # noqa: BLE001 - the first real read raises it
+                pass
+        keys = []
+        for key in sorted(INFORMED, key=str):   # discovery first, in this thread
+            try:
+                self.resource(key[0], key[1])
+                keys.append(key)
+            except Exception:  # noqa: BLE001 - e.g. no Longhorn: left to its first read
+                pass
+        threads = [threading.Thread(target=start, args=(k,), daemon=True) for k in keys]
+        for t in threads:
+            t.start()
+        for t in threads if wait else []:
+            t.join()
+
+    def close(self) -> None:
+        """Stop the informers (the cycle is over)."""
+        with self._lock:
+            for inf in self._informers.values():
+                if inf is not None:
+                    inf.stop()
+
+    def _subscribe(self, source: waiting.Source, rv: str, out: queue.Queue[Any], idx: int
+                   ) -> Callable[[], None] | None:
+        """A wait on an informed set takes its events from the informer (the wait listed from
+        it, at its resourceVersion): the unsubscribe function; ``None`` for anything else
+        (the wait watches the server)."""
+        found = None if source.label_selector else self._informer(
+            source.api_version, source.kind, source.namespace, start=False)
+        match = field_filter(source.field_selector)
+        if found is None or match is None:
+            return None
+        inf, key = found
+        sub = inf.subscribe(rv, out, idx, _matcher(key, source.namespace, match))
+        if sub is None:
+            return None
+        return lambda: inf.unsubscribe(sub)
+
+    # -- step boundaries -------------------------------------------------------------------
+    def begin_step(self, name: str) -> None:
+        """A new step reads the cluster afresh (except what is stable for the cycle)."""
+        with self._lock:
+            self.step = name
+            self._lists = {k: v for k, v in self._lists.items() if k[:2] in STABLE_LISTS}
+            self._gets = {k: v for k, v in self._gets.items() if k[:2] in STABLE_GETS}
+
+    def forget(self, api_version: str | None = None, kind: str | None = None) -> None:
+        """Drop what is remembered (of one kind, or everything but the stable reads)."""
+        with self._lock:
+            if api_version is None:
+                self._lists = {k: v for k, v in self._lists.items() if k[:2] in STABLE_LISTS}
+                self._gets = {k: v for k, v in self._gets.items() if k[:2] in STABLE_GETS}
+                return
+            kinds = [(api_version, kind), *WRITE_TOUCHES.get((api_version, str(kind)), [])]
+            self._lists = {k: v for k, v in self._lists.items() if k[:2] not in kinds}
+            self._gets = {k: v for k, v in self._gets.items() if k[:2] not in kinds}
+            if c.VMI in kinds:
+                self._sticky_vmis = None
+
+    def _cacheable_get(self, api_version: str, kind: str) -> bool:
+        return (api_version, kind) in STABLE_GETS or (api_version, kind) == (
+            c.PLAN_API_VERSION, c.PLAN_KIND)
+
+    # -- reads -------------------------------------------------------------------------------
+    def _informed_get(self, api_version: str, kind: str, name: str, namespace: str | None
+                      ) -> tuple[dict[str, Any] | None] | None:
+        """``(object or None,)`` from the informer of the kind; ``None`` if there is none
+        usable (then the server answers)."""
+        if self._informer_key(api_version, kind, namespace) is None:
+            return None
+        found = self._informer(api_version, kind, namespace)
+        if found is None:
+            return None
+        inf, key = found
+        hit = inf.lookup(f"{namespace}/{name}" if namespace else name, self._need.get(key, -1))
+        if hit is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+            return (None if hit[0] is None else copy.deepcopy(hit[0]),)
+        return None
+
+    def get(self, api_version: str, kind: str, name: str,
+            namespace: str | None = None) -> dict[str, Any] | None:
+        informed = self._informed_get(api_version, kind, name, namespace)
+        if informed is not None:
+            return informed[0]
+        key = (api_version, kind, name, namespace)
+        if self._waiting or not self._cacheable_get(api_version, kind):
+            return super().get(api_version, kind, name, namespace)
+        with self._lock:
+            if key in self._gets:
+                self.stats["hits"] += 1
+                obj = self._gets[key]
+                return None if obj is None else copy.deepcopy(obj)
+        obj = super().get(api_version, kind, name, namespace)
+        self.stats["gets"] += 1
+        with self._lock:
+            self._gets[key] = obj
+        return None if obj is None else copy.deepcopy(obj)
+
+    def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None, field_selector: str | None = None
+                     ) -> tuple[list[dict[str, Any]], str]:
+        informed = self._informed_read(api_version, kind, namespace, label_selector,
+                                       field_selector)
+        if informed is not None:
+            return informed
+        key = (api_version, kind, namespace, label_selector, field_selector)
+        plain_vmis = (api_version, kind) == c.VMI and not (
+            namespace or label_selector or field_selector)
+        with self._lock:
+            # a wait lists to start its watch: a list this step already read (nothing of the
+            # kind written since, or it would be forgotten) serves as an informer's list does
+            # — the watch starts at its resourceVersion, so everything after it arrives as
+            # events — but not the sticky VMIs of an earlier step
+            hit = self._lists.get(key)
+            if hit is None and plain_vmis and not self._waiting and \
+                    self.step not in VMI_FRESH_STEPS:
+                hit = self._sticky_vmis
+            if hit is not None:
+                self.stats["hits"] += 1
+                return list(hit[0]), hit[1]
+        items, rv = super().list_with_rv(api_version, kind, namespace, label_selector,
+                                         field_selector)
+        if self._waiting:   # not remembered: the wait's view supersedes it at once
+            return items, rv
+        self.stats["lists"] += 1
+        with self._lock:
+            self._lists[key] = (items, rv)
+            if plain_vmis:
+                self._sticky_vmis = (items, rv)
+        return list(items), rv
+
+    # -- writes: remember the plan as written, forget the kind otherwise ---------------------
+    def _wrote(self, api_version: str, kind: str, obj: dict[str, Any] | None = None) -> None:
+        self.forget(api_version, kind)
+        meta = (obj or {}).get("metadata") or {}
+        key = self._informer_key(api_version, kind, meta.get("namespace"))
+        rv = rv_int(meta.get("resourceVersion"))
+        if key is not None and rv is not None:   # the next read of the kind includes this write
+            with self._lock:
+                self._need[key] = max(self._need.get(key, -1), rv)
+        if obj and (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND) and \
+                not self._waiting:
+            with self._lock:
+                self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
+                    copy.deepcopy(obj)
+
+    def _write(self, api_version: str, kind: str, fn: Callable[[], Any]) -> Any:
+        try:
+            out = fn()
+        except ApiError:
+            self.forget(api_version, kind)   # e.g. 409: the next read must be fresh
+            raise
+        self._wrote(api_version, kind, out if isinstance(out, dict) else None)
+        return out
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if obj.get("kind") == "Event":   # Events are never read back: nothing to forget
+            return super().create(obj)
+        return self._write(obj["apiVersion"], obj["kind"],  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).create(obj))
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+        return self._write(api_version, kind,  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).patch(api_version, kind, name, patch,
+                                                                namespace, subresource))
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._write(obj["apiVersion"], obj["kind"],  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).replace_status(obj))
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               propagation: str = "Background",
+               preconditions: dict[str, str] | None = None) -> bool:
+        return self._write(api_version, kind,  # type: ignore[no-any-return]
+                           lambda: super(CycleKube, self).delete(
+                               api_version, kind, name, namespace, propagation,
+                               preconditions=preconditions))
+
+    # -- after a wait, what was remembered is older than what the wait saw: forget it --------
+    def wait(self, sources: Iterable[waiting.Source],
+             predicate: Callable[[waiting.Snapshot], Any], *, what: str, timeout: float,
+             describe: Callable[[waiting.Snapshot], str] | None = None,
+             on_change: Callable[[waiting.Snapshot], None] | None = None,
+             slice_seconds: float | None = None) -> Any:
+        with self._lock:
+            self._waiting += 1
+        try:
+            return waiting.wait(self, sources, predicate, what=what, timeout=timeout,
+                                describe=describe, on_change=on_change,
+                                slice_seconds=slice_seconds, subscribe=self._subscribe)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+            self.forget()
