@@ -133,18 +133,20 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         self._read_config_data(path)
         try:
             from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+                client,
+                errors,
                 node_facts,
-                node_kube,
                 node_order,
+                plan_writer,
             )
         except ImportError as exc:
             raise AnsibleParserError(f"harvester.upgrade.nodes: {exc}") from exc
         auth = self._auth_options()
         try:
-            kube = node_kube.Kube.from_options(**auth)
+            kube = client.Kube.from_options(**auth)
             try:
-                plan = node_kube.find_plan(kube, self.get_option("plan"))
-            except node_kube.NodeLoopError:
+                plan = plan_writer.find_plan(kube, self.get_option("plan"))
+            except errors.NodeLoopError:
                 if self.get_option("plan"):
                     raise
                 plan = None

@@ -90,7 +90,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
-    node_kube,
     node_restore,
     phase_actions,
     phases,
@@ -140,8 +139,7 @@ def main() -> None:
                 + "; Finalize runs only after CleanedUp. Run the playbook without --tags to "
                 "continue in order, or set force=true."))
         left = pipeline.phase_deadline(p, started) - time.time()
-        nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
-        vms = node_restore.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
+        vms = node_restore.await_marked_restores(kube, plan_writer.PlanWriter(kube, plan),
                                                timeout=max(0.0, min(p["restore_timeout"],
                                                                     left)))
         out.update(restored=vms["restored"], failed=vms["failed"])

@@ -283,8 +283,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_cycle,
     node_module,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
 )
 

@@ -168,10 +168,10 @@ status:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    errors,
     node_cycle,
     node_gate,
     node_head_start,
-    node_kube,
     node_module,
     node_phase,
 )
@@ -210,7 +210,7 @@ def main() -> None:
         if module.check_mode:
             try:
                 return node_phase.enter_phase(kube, writer)
-            except node_kube.NodeLoopError as exc:
+            except errors.NodeLoopError as exc:
                 return {"changed": False, "phase": "", "single_node": False,
                         "warning": str(exc)}
         res = node_phase.enter_phase(kube, writer)

@@ -92,10 +92,11 @@ node_plan:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    errors,
     node_evacuation,
     node_facts,
-    node_kube,
     node_module,
+    plan_writer,
 )
 
 
@@ -113,8 +114,8 @@ def main() -> None:
 
     def step(kube, _writer):  # type: ignore[no-untyped-def]
         try:
-            plan = node_kube.find_plan(kube, p["plan"])
-        except node_kube.NodeLoopError:
+            plan = plan_writer.find_plan(kube, p["plan"])
+        except errors.NodeLoopError:
             if p["plan"]:
                 raise
             plan = None

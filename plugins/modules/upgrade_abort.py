@@ -78,13 +78,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
+    errors,
     lock,
     phases,
     plan_cleanup,
     plan_writer,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_kube as nk,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -135,7 +133,7 @@ def main() -> None:
                                       restore_timeout=p["restore_timeout"])
         module.exit_json(changed=bool(actions), plan=name, actions=actions,
                          msg=f"UpgradePlan {name}: {msg}; {len(actions)} actions")
-    except (ApiError, plan_writer.PlanError, nk.NodeLoopError) as exc:
+    except (ApiError, plan_writer.PlanError, errors.NodeLoopError) as exc:
         module.fail_json(msg=f"abort: {exc}", actions=actions)
 
 

@@ -70,7 +70,7 @@ enabled:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_kube,
+    errors,
     node_module,
     node_restore,
 )
@@ -90,7 +90,7 @@ def main() -> None:
         res = node_restore.restore_vms(kube, writer, p["node"], timeout=p["timeout"],
                                      force=p["restore"])
         if res["failed"] and p["fail_on_error"]:
-            raise node_kube.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+            raise errors.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
         return res
 
     node_module.run(module, step)

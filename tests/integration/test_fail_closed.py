@@ -17,9 +17,11 @@ import pytest
 pytest.importorskip("harvester_sim")
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (  # noqa: E402
+    client,
+    errors,
     node_job,
-    node_kube,
     node_safety,
+    waiting,
 )
 from harvester_sim import testing  # noqa: E402
 
@@ -58,8 +60,8 @@ def sim() -> Iterator[Any]:
         yield running
 
 
-def _kube(kubeconfig: Any) -> node_kube.Kube:
-    return node_kube.Kube.from_options(kubeconfig=str(kubeconfig))
+def _kube(kubeconfig: Any) -> client.Kube:
+    return client.Kube.from_options(kubeconfig=str(kubeconfig))
 
 
 def test_healthy_volume_whose_only_replica_is_on_the_node_holds_it(sim: Any) -> None:
@@ -70,7 +72,7 @@ def test_healthy_volume_whose_only_replica_is_on_the_node_holds_it(sim: Any) -> 
     assert [r["spec"]["nodeID"] for r in reps] == ["node-1"], reps
     kube = _kube(sim.kubeconfig)
     # node-1 holds the volume's only healthy replica: draining it is not safe
-    with pytest.raises(node_kube.WaitTimeout, match="lonely.*only healthy replica.*node-1"):
+    with pytest.raises(waiting.WaitTimeout, match="lonely.*only healthy replica.*node-1"):
         node_safety.wait_volumes_safe(kube, "node-1", 0)
     # node-2 (where it is attached) and node-3 are: the replica on node-1 stays
     assert node_safety.wait_volumes_safe(kube, "node-3", 0)["waited"] is False
@@ -79,11 +81,11 @@ def test_healthy_volume_whose_only_replica_is_on_the_node_holds_it(sim: Any) -> 
 def test_volume_check_fails_when_longhorn_is_forbidden(sim: Any) -> None:
     # a 403 is not "no Longhorn": the check fails, naming what it could not read
     kube = _kube(sim.sa_kubeconfigs[LIMITED])
-    with pytest.raises(node_kube.NodeLoopError) as exc:
+    with pytest.raises(errors.NodeLoopError) as exc:
         node_safety.wait_volumes_safe(kube, "node-3", 0)
     msg = str(exc.value)
     assert "Volumes and Replicas" in msg and "forbidden" in msg.lower(), msg
-    with pytest.raises(node_kube.NodeLoopError, match="Engines and Volumes.*forbidden"):
+    with pytest.raises(errors.NodeLoopError, match="Engines and Volumes.*forbidden"):
         node_job._engines_settled(kube)
 
 
@@ -91,9 +93,9 @@ def test_checks_fail_when_longhorns_volume_crd_is_missing(sim: Any, playbook: An
     c = sim.world.client
     c.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", "volumes.longhorn.io")
     kube = _kube(sim.kubeconfig)
-    with pytest.raises(node_kube.NodeLoopError, match="not served.*ships Longhorn"):
+    with pytest.raises(errors.NodeLoopError, match="not served.*ships Longhorn"):
         node_safety.wait_volumes_safe(kube, "node-3", 0)
-    with pytest.raises(node_kube.NodeLoopError, match="not served"):
+    with pytest.raises(errors.NodeLoopError, match="not served"):
         node_job._engines_settled(kube)
     # the what-if pre-flight: no "passed | volumes_healthy | 0 volumes checked"
     res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars={"upgrade_what_if": True},

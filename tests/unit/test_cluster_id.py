@@ -31,8 +31,6 @@ class FakeKube:
     def list(self, api: str, kind: str, *a: Any, **kw: Any) -> list[dict[str, Any]]:
         return self.plans
 
-    items = list
-
     def resource(self, api: str, kind: str) -> object:
         return object()
 

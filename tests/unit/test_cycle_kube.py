@@ -57,6 +57,28 @@ def test_list_parses_the_raw_body_and_fills_in_apiversion_and_kind() -> None:
                       "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}]
 
 
+def test_create_in_sets_kind_and_namespace() -> None:
+    created: list[tuple[dict[str, Any], str | None]] = []
+
+    class CreateRes:
+        def create(self, body: dict[str, Any], namespace: str | None = None,
+                   **_: Any) -> Response:
+            created.append((body, namespace))
+            return Response(body)
+
+    class CreateDyn:
+        class resources:  # noqa: N801 - the dynamic client's attribute
+            @staticmethod
+            def get(api_version: str, kind: str) -> CreateRes:
+                return CreateRes()
+
+    kube = client.Kube(CreateDyn())
+    out = kube.create_in("v1", "ConfigMap", {"metadata": {"name": "x"}, "data": {}}, "ns")
+    assert out["apiVersion"] == "v1" and out["kind"] == "ConfigMap"
+    assert created == [({"metadata": {"name": "x", "namespace": "ns"}, "data": {},
+                         "apiVersion": "v1", "kind": "ConfigMap"}, "ns")]
+
+
 def test_a_wait_starts_from_the_steps_own_list_and_lists_when_there_is_none() -> None:
     dyn = Dyn()
     kube = cycle_kube.CycleKube(dyn)

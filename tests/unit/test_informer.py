@@ -207,15 +207,15 @@ def test_cycle_kube_reads_nodes_from_the_informer_and_sees_its_own_write(monkeyp
         return srv.lister()
     monkeypatch.setattr(cycle_kube.Kube, "list_with_rv", server_list)
     kube.begin_step("gate")
-    assert [n["metadata"]["name"] for n in kube.items("v1", "Node")] == ["n1", "n2"]
+    assert [n["metadata"]["name"] for n in kube.list("v1", "Node")] == ["n1", "n2"]
     kube.begin_step("evacuate")
-    assert len(kube.items("v1", "Node")) == 2
+    assert len(kube.list("v1", "Node")) == 2
     assert kube.server_lists == 1 and kube.stats["informed"] == 2
     one = kube.list_with_rv("v1", "Node", field_selector="metadata.name=n2")[0]
     assert [n["metadata"]["name"] for n in one] == ["n2"]
     kube.patch("v1", "Node", "n1", {})          # rv 11: the next read must include it
     out: list[Any] = []
-    t = threading.Thread(target=lambda: out.append(kube.items("v1", "Node")))
+    t = threading.Thread(target=lambda: out.append(kube.list("v1", "Node")))
     t.start()
     time.sleep(0.1)
     assert not out
@@ -223,7 +223,7 @@ def test_cycle_kube_reads_nodes_from_the_informer_and_sees_its_own_write(monkeyp
     t.join(30)
     assert {n["metadata"]["resourceVersion"] for n in out[0]} == {"11", "6"}
     # a label selector goes to the server
-    kube.items("v1", "Node", label_selector="a=b")
+    kube.list("v1", "Node", label_selector="a=b")
     assert kube.server_lists == 2
     kube.close()
 

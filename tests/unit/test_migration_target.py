@@ -11,7 +11,7 @@ mt = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
 _MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
 node_facts = pytest.importorskip(f"{_MU}.node_facts")
-node_kube = pytest.importorskip(f"{_MU}.node_kube")
+errors = pytest.importorskip(f"{_MU}.errors")
 node_migrations = pytest.importorskip(f"{_MU}.node_migrations")
 ev = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
@@ -103,9 +103,9 @@ class _ActionKube:
                               "spec": {"vmiName": "vm-1"}})
         return status, text
 
-    def items(self, api_version: str, kind: str, namespace: str | None = None,
-              label_selector: str | None = None) -> list[dict[str, Any]]:
-        return list(self.migs)
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict[str, Any]]:
+        return [*self.migs]
 
     def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
 def test_a_refused_action_is_a_failed_attempt() -> None:
     kube = _ActionKube([(500, b"The target node is non-migratable")])
     writer = _Writer()
-    with pytest.raises(node_kube.NodeLoopError, match="non-migratable"):
+    with pytest.raises(errors.NodeLoopError, match="non-migratable"):
         node_migrations.migrate_all(kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
                            {"migrated": []}, target_aware=True, concurrency=2, retries=0,
                            migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)

@@ -13,25 +13,9 @@ node_job = pytest.importorskip(f"{_MU}.node_job")
 node_migrations = pytest.importorskip(f"{_MU}.node_migrations")
 node_phase = pytest.importorskip(f"{_MU}.node_phase")
 node_safety = pytest.importorskip(f"{_MU}.node_safety")
-kube_mod = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube")
-
-
-@pytest.mark.parametrize(("current", "proposed", "allowed"), [
-    (None, "PreDraining", True),
-    ("ImagePreloaded", "UpgradePaused", True),
-    ("UpgradePaused", "PreDraining", True),
-    ("PreDraining", "PreDrained", True),
-    ("PreDrained", "PreDraining", False),           # never backwards
-    ("PostDraining", "WaitingReboot", True),
-    ("WaitingReboot", "PostDrained", True),
-    ("PostDrained", "PostDraining", False),
-    ("PreDrained", "PreDrainFailed", True),          # same rank: failure replaces success
-    ("SingleNodeUpgrading", "WaitingReboot", True),
-    ("ImageCleaned", "PostDrained", False),
-])
-def test_forward_only(current: str | None, proposed: str, allowed: bool) -> None:
-    assert kube_mod.state_allows(current, proposed) is allowed
+errors = pytest.importorskip(f"{_MU}.errors")
+plan_writer = pytest.importorskip(f"{_MU}.plan_writer")
+waiting = pytest.importorskip(f"{_MU}.waiting")
 
 
 def vol(name: str, robustness: str, state: str = "attached") -> dict[str, Any]:
@@ -69,7 +53,7 @@ def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> N
 
 
 class FakeKube:
-    """``items``/``resource`` of :class:`node_kube.Kube`; ``errors`` maps a kind to the
+    """``list``/``resource`` of :class:`client.Kube`; ``errors`` maps a kind to the
     exception its list raises; ``harvester`` whether Setting is served."""
 
     check_mode = False
@@ -78,34 +62,34 @@ class FakeKube:
                  errors: dict[str, Exception] | None = None, harvester: bool = True) -> None:
         self.objects, self.errors, self.harvester = objects, errors or {}, harvester
 
-    def items(self, api: str, kind: str, ns: str | None = None,
-              label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list(self, api: str, kind: str, ns: str | None = None,
+             label_selector: str | None = None) -> list[dict[str, Any]]:
         if kind in self.errors:
             raise self.errors[kind]
         return self.objects.get(kind, [])
 
     def resource(self, api: str, kind: str) -> object:
         if kind == "Setting" and not self.harvester:
-            raise kube_mod.NotServed(404, "NotServed", f"{kind}.{api} is not served")
+            raise errors.NotServed(404, "NotServed", f"{kind}.{api} is not served")
         return object()
 
 
-FORBIDDEN = kube_mod.client.ApiError(403, "Forbidden", 'replicas.longhorn.io is forbidden: '
-                                     'User "x" cannot list resource "replicas"')
-UNSERVED = kube_mod.NotServed(404, "NotServed", "Volume.longhorn.io/v1beta2 is not served")
+FORBIDDEN = errors.ApiError(403, "Forbidden", 'replicas.longhorn.io is forbidden: '
+                           'User "x" cannot list resource "replicas"')
+UNSERVED = errors.NotServed(404, "NotServed", "Volume.longhorn.io/v1beta2 is not served")
 
 
 @pytest.mark.parametrize("kind", ["Volume", "Replica"])
 def test_wait_volumes_safe_fails_when_longhorn_cannot_be_read(kind: str) -> None:
     kube = FakeKube({"Volume": [vol("a", "healthy")], "Replica": [rep("a", "n2")]},
                     {kind: FORBIDDEN})
-    with pytest.raises(kube_mod.NodeLoopError, match="Volumes and Replicas.*forbidden"):
+    with pytest.raises(errors.NodeLoopError, match="Volumes and Replicas.*forbidden"):
         node_safety.wait_volumes_safe(kube, "n1", 0)
 
 
 def test_wait_volumes_safe_fails_when_longhorn_crd_missing_on_harvester() -> None:
     kube = FakeKube({}, {"Volume": UNSERVED})
-    with pytest.raises(kube_mod.NodeLoopError, match="not served.*ships Longhorn"):
+    with pytest.raises(errors.NodeLoopError, match="not served.*ships Longhorn"):
         node_safety.wait_volumes_safe(kube, "n1", 0)
     # a cluster without Harvester's CRDs has no Longhorn to protect either
     assert node_safety.wait_volumes_safe(FakeKube({}, {"Volume": UNSERVED}, harvester=False),
@@ -114,12 +98,12 @@ def test_wait_volumes_safe_fails_when_longhorn_crd_missing_on_harvester() -> Non
 
 def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
     kube = FakeKube({"Volume": [vol("a", "healthy")]}, {"Engine": FORBIDDEN})
-    with pytest.raises(kube_mod.NodeLoopError, match="Engines and Volumes.*forbidden"):
+    with pytest.raises(errors.NodeLoopError, match="Engines and Volumes.*forbidden"):
         node_job._engines_settled(kube)
-    with pytest.raises(kube_mod.NodeLoopError, match="Engines, Volumes and Replicas"):
+    with pytest.raises(errors.NodeLoopError, match="Engines, Volumes and Replicas"):
         node_job._volumes_to_skip(kube, "n1")
     kube = FakeKube({}, {"Engine": UNSERVED})
-    with pytest.raises(kube_mod.NodeLoopError, match="not served"):
+    with pytest.raises(errors.NodeLoopError, match="not served"):
         node_job._engines_settled(kube)
     assert node_job._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
 
@@ -163,7 +147,7 @@ def test_job_shape_follows_protocol() -> None:
             "status": {"releaseMetadata": {"os": "Harvester v1.6.0",
                                            "kubernetes": "v1.32.7+rke2r1",
                                            "harvester": "v1.6.0"}}}
-    w = kube_mod.PlanWriter(_FakeKube(), plan)  # type: ignore[arg-type]
+    w = plan_writer.PlanWriter(_FakeKube(), plan)  # type: ignore[arg-type]
     job = node_job.job_body(w, "post-drain", "node-1")
     assert job["metadata"]["name"] == "hvst-upgrade-x-node-upgrade-post-drain-node-1"
     assert job["metadata"]["namespace"] == "harvester-system"
@@ -190,34 +174,8 @@ def test_phase_gate(phase: str, ok: bool) -> None:
     if ok:
         assert node_phase.check_phase(plan) == phase
     else:
-        with pytest.raises(kube_mod.NodeLoopError):
+        with pytest.raises(errors.NodeLoopError):
             node_phase.check_phase(plan)
-
-
-def test_node_kube_is_the_shared_client_with_create_in() -> None:
-    client = pytest.importorskip(
-        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
-    created: list[tuple[dict[str, Any], str | None]] = []
-
-    class Res:
-        def create(self, body: dict[str, Any], namespace: str | None = None,
-                   **_: Any) -> dict[str, Any]:
-            created.append((body, namespace))
-            return body
-
-    class Resources:
-        def get(self, api_version: str, kind: str) -> Res:
-            return Res()
-
-    class Dyn:
-        resources = Resources()
-
-    kube = kube_mod.Kube(Dyn())
-    assert isinstance(kube, client.Kube)
-    out = kube.create_in("v1", "ConfigMap", {"metadata": {"name": "x"}, "data": {}}, "ns")
-    assert out["apiVersion"] == "v1" and out["kind"] == "ConfigMap"
-    assert created == [({"metadata": {"name": "x", "namespace": "ns"}, "data": {},
-                         "apiVersion": "v1", "kind": "ConfigMap"}, "ns")]
 
 
 class _MigrationKube:
@@ -294,15 +252,15 @@ def _node(name: str, ready: str = "True") -> dict[str, Any]:
 
 
 class _NodesKube:
-    """``items`` answers the nodes now; ``wait`` judges the nodes as they are ``later``."""
+    """``list`` answers the nodes now; ``wait`` judges the nodes as they are ``later``."""
 
     check_mode = False
 
     def __init__(self, now: list[dict[str, Any]], later: list[dict[str, Any]]) -> None:
         self.now, self.later, self.waited = now, later, []
 
-    def items(self, api_version: str, kind: str, namespace: str | None = None
-              ) -> list[dict[str, Any]]:
+    def list(self, api_version: str, kind: str, namespace: str | None = None
+             ) -> list[dict[str, Any]]:
         assert (api_version, kind) == ("v1", "Node")
         return self.now
 
@@ -313,7 +271,7 @@ class _NodesKube:
         done = pred(view)
         if done:
             return done
-        raise kube_mod.WaitTimeout(what, timeout, describe(view))
+        raise waiting.WaitTimeout(what, timeout, describe(view))
 
 
 def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
@@ -325,5 +283,5 @@ def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
     assert node_safety.wait_nodes_ready(kube, "n2", 10) == {"waited": True}
     assert kube.waited == ["every other node to be Ready before node n2 goes down"]
     kube = _NodesKube([_node("n1"), _node("n3", "Unknown")], [_node("n1"), _node("n3", "False")])
-    with pytest.raises(kube_mod.WaitTimeout, match="not Ready: n3"):
+    with pytest.raises(waiting.WaitTimeout, match="not Ready: n3"):
         node_safety.wait_nodes_ready(kube, "n1", 10)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 _MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
-node_kube = pytest.importorskip(f"{_MU}.node_kube")
+errors = pytest.importorskip(f"{_MU}.errors")
 node_phase = pytest.importorskip(f"{_MU}.node_phase")
 manifests = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.manifests")
@@ -102,7 +102,7 @@ def test_single_node_plan_is_not_patched() -> None:
 
 
 def test_missing_rancher_cluster_is_an_error() -> None:
-    with pytest.raises(node_kube.NodeLoopError, match="fleet-local/local not found"):
+    with pytest.raises(errors.NodeLoopError, match="fleet-local/local not found"):
         node_phase.start_rancher_upgrade(Kube(None), Writer())
 
 

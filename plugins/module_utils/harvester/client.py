@@ -303,11 +303,6 @@ class Kube:
         return self.list_with_rv(api_version, kind, namespace, label_selector,
                                  field_selector)[0]
 
-    def items(self, api_version: str, kind: str, namespace: str | None = None,
-              label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Transitional spelling of :meth:`list` (the node steps' calls)."""
-        return self.list(api_version, kind, namespace, label_selector)
-
     def list_if_served(self, api_version: str, kind: str, namespace: str | None = None,
                        label_selector: str | None = None) -> list[dict[str, Any]] | None:
         """Like :meth:`list`, but ``None`` when the kind is not served."""

@@ -7,9 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     migration_target as mt,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_states,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     RUN_STRATEGY_ANNOTATION,
@@ -23,15 +35,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     is_single_node,
     try_items,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    UPGRADE_NS,
-    Kube,
-    NodeLoopError,
-    PlanWriter,
-    Source,
-    WaitTimeout,
-    state_ordinal,
-)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
     count_ours,
     migrate_all,
@@ -44,6 +47,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_s
     wait_nodes_ready,
     wait_pdbs,
     wait_volumes_safe,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    Source,
+    WaitTimeout,
 )
 
 
@@ -66,7 +76,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     state = writer.node_state(node)
     # resume: never evacuate again a node that is past this step (its VMs may be restored)
     past = "WaitingReboot" if shutdown_all else "PreDrained"
-    if fact["upgraded"] or state_ordinal(state) >= state_ordinal(past):
+    if fact["upgraded"] or node_states.ordinal(state) >= node_states.ordinal(past):
         out: dict[str, Any] = {"changed": False, "plan": ev.EvacuationPlan(node=node).as_dict(),
                                "migrated": [], "shutdown": [], "attempts": {},
                                "skipped": state or "upgraded"}
@@ -156,7 +166,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
 def no_shutdown_event(writer: PlanWriter, node: str) -> None:
     writer.event("VMShutdownCompleted",
                  f"Shutdown completed for 0 VM(s) on node {node}, success: 0, failed: 0",
-                 component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+                 component="vm-live-migrate-detector", namespace=c.UPGRADE_NS)
 
 
 def _shut_down(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutdown],
@@ -237,7 +247,7 @@ def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutd
     writer.event("VMShutdownCompleted",
                  f"Shutdown completed for {len(shutdowns)} VM(s) on node {node}, "
                  f"success: {len(shutdowns) - len(failed)}, failed: {len(failed)}",
-                 component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+                 component="vm-live-migrate-detector", namespace=c.UPGRADE_NS)
     return {"stopped": ok, "failed": failed}
 
 
@@ -282,8 +292,8 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
                      ) -> tuple[list[ev.NodeView], list[ev.VmView]]:
     """Every node's view (capacity left, from the pods bound to it) and the VMs' views — of
     the VMs on ``only_node`` when given (an evacuation plans that node's VMs only)."""
-    nodes = kube.items("v1", "Node")
-    pods = kube.items("v1", "Pod")
+    nodes = kube.list("v1", "Node")
+    pods = kube.list("v1", "Pod")
     vmis = [v for v in harvester_items(kube, VMI_API, "VirtualMachineInstance",
                                         "plan which VMs leave the node")
             if active_vmi(v)

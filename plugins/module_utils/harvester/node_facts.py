@@ -2,9 +2,9 @@
 
 The node steps (:mod:`node_gate`, :mod:`node_hooks`, :mod:`node_evacuation`,
 :mod:`node_migrations`, :mod:`node_safety`, :mod:`node_job`, :mod:`node_restore`,
-:mod:`node_head_start`, :mod:`node_phase`) each take a :class:`node_kube.Kube`, a
-:class:`node_kube.PlanWriter` and plain parameters, and return a result dict for the module
-(``changed`` plus facts). Failures raise :class:`node_kube.NodeLoopError` after recording the
+:mod:`node_head_start`, :mod:`node_phase`) each take a :class:`client.Kube`, a
+:class:`plan_writer.PlanWriter` and plain parameters, and return a result dict for the module
+(``changed`` plus facts). Failures raise :class:`errors.NodeLoopError` after recording the
 node failure in the plan where the protocol says so (``PreDrainFailed``, ``PostDrainFailed``,
 ``SingleNodeUpgradeFailed``).
 
@@ -18,12 +18,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
     Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
     NodeLoopError,
     NotServed,
 )
@@ -56,9 +60,9 @@ def run_id() -> str:
 
 
 def cluster_facts(kube: Kube, plan: dict[str, Any] | None) -> list[dict[str, Any]]:
-    nodes = kube.items("v1", "Node")
-    machines = try_items(kube, CAPI_API, "Machine", FLEET_NS)
-    secrets = kube.items("v1", "Secret", FLEET_NS)
+    nodes = kube.list("v1", "Node")
+    machines = try_items(kube, CAPI_API, "Machine", c.FLEET_NS)
+    secrets = kube.list("v1", "Secret", c.FLEET_NS)
     secrets = [s for s in secrets if s.get("type") == "rke.cattle.io/machine-plan"
                or (s.get("metadata") or {}).get("name", "").endswith("-machine-plan")]
     vmis = try_items(kube, VMI_API, "VirtualMachineInstance")
@@ -69,7 +73,7 @@ def cluster_facts(kube: Kube, plan: dict[str, Any] | None) -> list[dict[str, Any
 
 def try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[dict[str, Any]]:
     try:
-        return kube.items(api, kind, ns)
+        return kube.list(api, kind, ns)
     except Exception as exc:
         if isinstance(exc, NotServed) or "ResourceNotFound" in type(exc).__name__ or \
                 getattr(exc, "status", None) == 404:
@@ -83,7 +87,7 @@ def harvester_items(kube: Kube, api: str, kind: str, why: str,
     Harvester cluster fails, naming it (an empty list would let a safety step pass on no
     data); on a cluster without Harvester's CRDs it is empty."""
     try:
-        return kube.items(api, kind, ns)
+        return kube.list(api, kind, ns)
     except NotServed as exc:
         if not is_harvester(kube):
             return []
@@ -124,7 +128,7 @@ def fact_for(facts: list[dict[str, Any]], node: str) -> dict[str, Any]:
 
 def hook_names(kube: Kube) -> tuple[str, str]:
     """The pre/post hook annotations Rancher waits for (from the cluster's upgradeStrategy)."""
-    cluster = _try_get(kube, "provisioning.cattle.io/v1", "Cluster", "local", FLEET_NS) or {}
+    cluster = _try_get(kube, "provisioning.cattle.io/v1", "Cluster", "local", c.FLEET_NS) or {}
     strat = ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy") or {}
     pre, post = no.DEFAULT_PRE_HOOK, no.DEFAULT_POST_HOOK
     for opt in ("controlPlaneDrainOptions", "workerDrainOptions"):

@@ -6,25 +6,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     cluster_facts,
     fact_for,
     hook_names,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
-    Kube,
-    NodeLoopError,
-    PlanWriter,
-    Source,
-    WaitTimeout,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_phase import (
     check_phase,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_restore import (
     restore_pending,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    Source,
+    WaitTimeout,
 )
 
 
@@ -57,7 +65,7 @@ def _answered(kube: Kube, facts: list[dict[str, Any]], pre_hook: str) -> dict[st
     out: dict[str, str | None] = {}
     for f in facts:
         if f.get("pre_drain"):
-            sec = kube.get("v1", "Secret", f["machine_plan_secret"], FLEET_NS) or {}
+            sec = kube.get("v1", "Secret", f["machine_plan_secret"], c.FLEET_NS) or {}
             out[f["name"]] = ((sec.get("metadata") or {}).get("annotations") or {}).get(pre_hook)
     return out
 

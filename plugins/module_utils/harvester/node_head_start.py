@@ -8,7 +8,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_evacuation import (
     evacuate,
     no_shutdown_event,
@@ -36,15 +45,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_j
     run_node_job,
     run_pre_drain_job,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
-    NODE_LABEL,
-    Kube,
-    NodeLoopError,
-    PlanWriter,
-    Source,
-    WaitTimeout,
-)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
     count_ours,
 )
@@ -55,6 +55,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_s
     wait_nodes_ready,
     wait_pdbs,
     wait_volumes_safe,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    Source,
+    WaitTimeout,
 )
 
 
@@ -97,7 +104,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         return None
 
     try:
-        found = kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=wait,
+        found = kube.wait([Source("v1", "Secret", c.FLEET_NS)], asked, timeout=wait,
                           what="Rancher's pre-drain on the next node")
     except WaitTimeout:
         return {**out, "why": f"Rancher asked to drain no other node within {wait:g}s"}
@@ -160,7 +167,7 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                            "job": ""}
     deadline = time.monotonic() + timeout
     run = run_id()
-    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
     sel = ",".join(f"{k}={v}" for k, v in labels.items())
 
     def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
@@ -222,11 +229,11 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
     the node's cycle then awaits that Job and the reboot. Returns the Job's name, or ``""``
     when Rancher did not get there in time (nothing changed)."""
     def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
-        ann = secret_ann(view["Secret"].get(f"{FLEET_NS}/{secret}"))
+        ann = secret_ann(view["Secret"].get(f"{c.FLEET_NS}/{secret}"))
         return {"value": ann[no.POST_DRAIN]} if ann.get(no.POST_DRAIN) else None
 
     try:
-        kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=max(0.0, timeout),
+        kube.wait([Source("v1", "Secret", c.FLEET_NS)], asked, timeout=max(0.0, timeout),
                   what=f"Rancher's post-drain on node {node} (head start)")
     except WaitTimeout:
         return ""

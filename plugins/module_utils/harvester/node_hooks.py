@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_states,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     cluster_facts,
     fact_for,
@@ -18,17 +30,15 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_job import (
     run_pre_drain_job,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
-    Kube,
-    NodeLoopError,
-    PlanWriter,
-    Source,
-    WaitTimeout,
-    state_ordinal,
-)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
     wait_safe_to_go_down,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    Source,
+    WaitTimeout,
 )
 
 
@@ -54,12 +64,12 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
 
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
         secrets = view["Secret"]
-        sec = secrets.get(f"{FLEET_NS}/{sec_name}")
+        sec = secrets.get(f"{c.FLEET_NS}/{sec_name}")
         ann = secret_ann(sec)
         if ann.get(rancher_ann):
             return {"value": ann[rancher_ann]}
         if hook == "pre-drain":
-            if ann.get(no.POST_DRAIN) or state_ordinal(state) >= state_ordinal(beyond):
+            if ann.get(no.POST_DRAIN) or node_states.ordinal(state) >= node_states.ordinal(beyond):
                 return {"value": ann.get(no.PRE_DRAIN) or "", "passed": True}
             for key, other in secrets.items():
                 oname = ours.get(key.split("/", 1)[1])
@@ -69,24 +79,24 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
                     raise NodeLoopError(
                         f"Rancher asks to drain {oname} while the play is on {node}; refusing "
                         "to act on the wrong node")
-        elif state_ordinal(state) >= state_ordinal("PostDrained") and \
+        elif node_states.ordinal(state) >= node_states.ordinal("PostDrained") and \
                 secret_ann(sec).get(post_hook):
             return {"value": "", "passed": True}
         return None
 
     def describe(view: dict[str, dict[str, dict[str, Any]]]) -> str:
-        ann = secret_ann(view["Secret"].get(f"{FLEET_NS}/{sec_name}"))
+        ann = secret_ann(view["Secret"].get(f"{c.FLEET_NS}/{sec_name}"))
         shown = {k: v[:40] for k, v in ann.items() if k.startswith("rke.cattle.io/")
                  or k in (pre_hook, post_hook)}
-        return f"secret {FLEET_NS}/{sec_name} annotations {shown or '{}'}"
+        return f"secret {c.FLEET_NS}/{sec_name} annotations {shown or '{}'}"
 
-    if state_ordinal(state) >= state_ordinal(beyond) and hook == "post-drain":
+    if node_states.ordinal(state) >= node_states.ordinal(beyond) and hook == "post-drain":
         return {"value": "", "passed": True, "changed": False}
     if kube.check_mode:
         return {"value": "", "passed": False, "changed": False, "skipped_wait": True}
     try:
-        res = kube.wait([Source("v1", "Secret", FLEET_NS)], pred, timeout=timeout,
-                        what=f"Rancher's {rancher_ann} on {FLEET_NS}/{sec_name} (node {node})",
+        res = kube.wait([Source("v1", "Secret", c.FLEET_NS)], pred, timeout=timeout,
+                        what=f"Rancher's {rancher_ann} on {c.FLEET_NS}/{sec_name} (node {node})",
                         describe=describe)
     except WaitTimeout as exc:
         fail = "PreDrainFailed" if hook == "pre-drain" else "PostDrainFailed"
@@ -111,7 +121,7 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
     pre_hook, post_hook = hook_names(kube)
     ours = pre_hook if hook == "pre-drain" else post_hook
     rancher_ann = no.PRE_DRAIN if hook == "pre-drain" else no.POST_DRAIN
-    sec = kube.get("v1", "Secret", fact["machine_plan_secret"], FLEET_NS)
+    sec = kube.get("v1", "Secret", fact["machine_plan_secret"], c.FLEET_NS)
     ann = secret_ann(sec)
     value = ann.get(rancher_ann)
     changed = False
@@ -122,7 +132,7 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
             return {"changed": changed, "value": "", "passed": True}
         if hook == "post-drain" and fact["upgraded"]:
             return {"changed": changed, "value": "", "passed": True}
-        raise NodeLoopError(f"secret {FLEET_NS}/{fact['machine_plan_secret']} carries no "
+        raise NodeLoopError(f"secret {c.FLEET_NS}/{fact['machine_plan_secret']} carries no "
                             f"{rancher_ann}; nothing to answer for node {node}")
     if ann.get(ours) == value:
         if hook == "pre-drain":
@@ -135,7 +145,7 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
         changed = writer.set_node_state(node, "PreDrained") or changed or bool(job["changed"])
     if not kube.check_mode:
         kube.patch("v1", "Secret", fact["machine_plan_secret"],
-                   {"metadata": {"annotations": {ours: value}}}, FLEET_NS)
+                   {"metadata": {"annotations": {ours: value}}}, c.FLEET_NS)
         writer.event("DrainHookAnswered", f"Node {node}: answered {rancher_ann} with {ours}")
     return {"changed": True, "value": value, "passed": False}
 
@@ -146,7 +156,7 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
     plan = writer.refresh()
     rel = release(plan)
     fact = fact_for(cluster_facts(kube, plan), node)
-    sec_key = f"{FLEET_NS}/{fact['machine_plan_secret']}"
+    sec_key = f"{c.FLEET_NS}/{fact['machine_plan_secret']}"
 
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
         ann = secret_ann(view["Secret"].get(sec_key))
@@ -168,7 +178,7 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
     if kube.check_mode:
         return {"changed": False}
     try:
-        kube.wait([Source("v1", "Secret", FLEET_NS), Source("v1", "Node",
+        kube.wait([Source("v1", "Secret", c.FLEET_NS), Source("v1", "Node",
                                                             field_selector=f"metadata.name={node}")],
                   pred, timeout=timeout, describe=describe,
                   what=f"Rancher to finish node {node} (annotations removed, uncordoned, "

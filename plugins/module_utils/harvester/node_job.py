@@ -7,9 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_states,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+    NotServed,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_evacuation import (
     untaint_node,
 )
@@ -22,18 +35,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     release,
     safe_name,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    JOB_TYPE_LABEL,
-    NODE_LABEL,
-    UPGRADE_NS,
-    Kube,
-    NodeLoopError,
-    NotServed,
-    PlanWriter,
-    Source,
-    WaitTimeout,
-    state_ordinal,
-)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_restore import (
     record_shutdowns,
     restore_entries,
@@ -41,6 +42,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_r
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
     longhorn_unreadable,
     volume_at_risk,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    Source,
+    WaitTimeout,
 )
 
 
@@ -61,7 +69,7 @@ def job_body(writer: PlanWriter, job_type: str, node: str,
     script's ``wait_longhorn_engines`` is to pass over — its documented bypass, a file
     ``/tmp/skip-<volume>`` in the container, left by an init container in an emptyDir
     mounted at ``/tmp``."""
-    labels = {**writer.labels("node-upgrade"), JOB_TYPE_LABEL: job_type, NODE_LABEL: node}
+    labels = {**writer.labels("node-upgrade"), c.LABEL_JOB_TYPE: job_type, c.LABEL_NODE: node}
     # what upgrade_node.sh reads (lib.sh: the plan name builds the repo URL; the node name
     # for kubectl; the pod name for the reboot service after an OS install)
     env: list[dict[str, Any]] = [
@@ -76,7 +84,7 @@ def job_body(writer: PlanWriter, job_type: str, node: str,
         ev.DRAIN_TAINT_KEY, "CriticalAddonsOnly")]
     body: dict[str, Any] = {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(writer.name, job_type, node), "namespace": UPGRADE_NS,
+        "metadata": {"name": job_name(writer.name, job_type, node), "namespace": c.UPGRADE_NS,
                      "labels": labels, "ownerReferences": [writer.owner_reference()]},
         "spec": {
             "ttlSecondsAfterFinished": 604800,
@@ -113,13 +121,13 @@ def _job_outcome(job: dict[str, Any] | None) -> tuple[str, str, str]:
     """("complete"|"failed"|"running"|"absent", reason, message)."""
     if job is None:
         return "absent", "", ""
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("status") != "True":
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
             continue
-        if c.get("type") == "Complete":
+        if cond.get("type") == "Complete":
             return "complete", "", ""
-        if c.get("type") == "Failed":
-            return "failed", c.get("reason") or "JobFailed", c.get("message") or ""
+        if cond.get("type") == "Failed":
+            return "failed", cond.get("reason") or "JobFailed", cond.get("message") or ""
     return "running", "", ""
 
 
@@ -148,13 +156,13 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     fail_state = "SingleNodeUpgradeFailed" if single else "PostDrainFailed"
     state = writer.node_state(node)
     result: dict[str, Any] = {"changed": False, "job": job_name(writer.name, job_type, node)}
-    if state_ordinal(state) >= state_ordinal(done_state):
+    if node_states.ordinal(state) >= node_states.ordinal(done_state):
         return result
     n = kube.get("v1", "Node", node)
     if n is None:
         raise NodeLoopError(f"node {node} not found")
     on_target = ((n.get("status") or {}).get("nodeInfo") or {}).get("osImage") == rel["os"]
-    job = kube.get("batch/v1", "Job", result["job"], UPGRADE_NS)
+    job = kube.get("batch/v1", "Job", result["job"], c.UPGRADE_NS)
     outcome = _job_outcome(job)
     if kube.check_mode:
         result["changed"] = not on_target
@@ -162,8 +170,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     if start_only:
         result["started"] = False
         if not on_target and outcome[0] == "absent" and state == running_state:
-            kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
-            writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+            kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), c.UPGRADE_NS)
+            writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{result['job']} created for {node}")
             result["changed"] = result["started"] = True
         return result
     if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
@@ -181,17 +189,17 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent" and state != "WaitingReboot":
         writer.set_node_state(node, running_state)
-        kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
-        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+        kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), c.UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{result['job']} created for {node}")
         result["changed"] = True
     if state != "WaitingReboot":
         try:
             outcome = kube.wait(
-                [Source("batch/v1", "Job", UPGRADE_NS,
+                [Source("batch/v1", "Job", c.UPGRADE_NS,
                         field_selector=f"metadata.name={result['job']}")],
                 lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
                                 if o[0] in ("complete", "failed")), None),
-                timeout=job_timeout, what=f"Job {UPGRADE_NS}/{result['job']} to finish",
+                timeout=job_timeout, what=f"Job {c.UPGRADE_NS}/{result['job']} to finish",
                 describe=lambda v: ", ".join(
                     f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
                     "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
@@ -234,8 +242,8 @@ def _engines_settled(kube: Kube) -> str | None:
     be healthy, forever for a volume that detaches meanwhile (one of the VMs we just
     stopped)."""
     try:
-        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
-        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+        engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
                                                              "longhorn-system")}
     except NotServed as exc:
         if not is_harvester(kube):
@@ -262,10 +270,10 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
     RW replicas, forever — also for a volume that cannot heal (too few nodes with disks, a
     replica lost for good) and that our own check already judged safe."""
     try:
-        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
-        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+        engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
                                                              "longhorn-system")}
-        replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
+        replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
         if not is_harvester(kube):
             return []
@@ -298,7 +306,7 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
     ``fail=False`` (a head start): a failure or the timeout only returns ``why``."""
     name = job_name(writer.name, "pre-drain", node)
     out: dict[str, Any] = {"changed": False, "job": name, "started": False, "complete": False}
-    job = kube.get("batch/v1", "Job", name, UPGRADE_NS)
+    job = kube.get("batch/v1", "Job", name, c.UPGRADE_NS)
     outcome = _job_outcome(job)
     if kube.check_mode:
         out["changed"] = outcome[0] != "complete"
@@ -327,8 +335,8 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                 raise
         skip = _volumes_to_skip(kube, node)
         kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
-                       UPGRADE_NS)
-        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{name} created for {node}"
+                       c.UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{name} created for {node}"
                      + (f" (volumes judged safe to drain past: {', '.join(skip)})"
                         if skip else ""))
         out["changed"] = out["started"] = True
@@ -340,10 +348,10 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
     if outcome[0] != "complete":
         try:
             outcome = kube.wait(
-                [Source("batch/v1", "Job", UPGRADE_NS, field_selector=f"metadata.name={name}")],
+                [Source("batch/v1", "Job", c.UPGRADE_NS, field_selector=f"metadata.name={name}")],
                 lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
                                 if o[0] in ("complete", "failed")), None),
-                timeout=timeout, what=f"Job {UPGRADE_NS}/{name} to finish",
+                timeout=timeout, what=f"Job {c.UPGRADE_NS}/{name} to finish",
                 describe=lambda v: ", ".join(
                     f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
                     "failed pod(s)" for k, j in v["Job"].items()) or "job missing")

@@ -9,9 +9,19 @@ import hashlib
 import time
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     migration_target as mt,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+    NotServed,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import obj_key
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
@@ -25,12 +35,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     safe_name,
     try_items,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    NODE_LABEL,
-    Kube,
-    NodeLoopError,
-    NotServed,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
     Source,
     WaitTimeout,
 )
@@ -48,7 +56,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     failures: dict[str, list[str]] = {}
     done: set[str] = set()
     excluded: dict[str, set[str]] = {}
-    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
     host_label = {n.name: n.labels.get("kubernetes.io/hostname", n.name) for n in nodes}
     final_failed: dict[str, str] = {}
     run = run_id()
@@ -87,10 +95,10 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         """Harvester creates the migration (``generateName: <vm>-``); it is then labelled and
         annotated as ours, so the watch, a resume and the head start's accounting see it."""
         key, ns = move.vm.key, move.vm.namespace
-        before = {m["metadata"]["name"] for m in kube.items(
+        before = {m["metadata"]["name"] for m in kube.list(
             VMI_API, VMIM_KIND, ns, f"{VMI_NAME_LABEL}={move.vm.name}")}
         mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
-        created = [m for m in kube.items(VMI_API, VMIM_KIND, ns,
+        created = [m for m in kube.list(VMI_API, VMIM_KIND, ns,
                                          f"{VMI_NAME_LABEL}={move.vm.name}")
                    if m["metadata"]["name"] not in before and
                    (m.get("spec") or {}).get("vmiName") == move.vm.name]
@@ -116,7 +124,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             md = m.get("metadata") or {}
             if md.get("name") in known or md.get("namespace") != move.vm.namespace or \
                     (m.get("spec") or {}).get("vmiName") != move.vm.name or \
-                    (md.get("labels") or {}).get(NODE_LABEL) != node or \
+                    (md.get("labels") or {}).get(c.LABEL_NODE) != node or \
                     (md.get("annotations") or {}).get(RUN_ANNOTATION) != run or \
                     ((m.get("status") or {}).get("phase")) != "Failed":
                 continue
@@ -301,9 +309,9 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
 def _migration_failure(m: dict[str, Any], vmi: dict[str, Any] | None) -> str:
     st = m.get("status") or {}
     ms = ((vmi or {}).get("status") or {}).get("migrationState") or {}
-    for c in st.get("conditions") or []:
-        if c.get("message"):
-            return f"{c.get('reason') or c.get('type')}: {c['message']}"
+    for cond in st.get("conditions") or []:
+        if cond.get("message"):
+            return f"{cond.get('reason') or cond.get('type')}: {cond['message']}"
     return str(ms.get("failureReason") or st.get("phase") or "migration failed")
 
 
@@ -318,10 +326,10 @@ def _vmim_selector(moves: list[ev.Move]) -> str | None:
 def count_ours(kube: Kube, writer: PlanWriter, node: str, result: dict[str, Any]) -> None:
     """VMs our own earlier migrations moved off ``node`` (the previous node's head start, a
     killed run) count as migrated, once each."""
-    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
     sel = ",".join(f"{k}={v}" for k, v in labels.items())
     try:
-        migs = kube.items(VMI_API, VMIM_KIND, None, sel)
+        migs = kube.list(VMI_API, VMIM_KIND, None, sel)
     except NotServed:
         return
     seen = {m["vm"] for m in result["migrated"]}

@@ -12,15 +12,19 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
+    Kube,
     warn_insecure,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    Kube,
-    NoActivePlan,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
     NodeLoopError,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
+    NoActivePlan,
     PlanWriter,
-    WaitTimeout,
     find_plan,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
+    WaitTimeout,
 )
 
 try:

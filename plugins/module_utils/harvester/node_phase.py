@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_settings
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     cluster_facts,
     inventory,
@@ -21,11 +30,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     release,
     secret_ann,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    FLEET_NS,
-    Kube,
-    NodeLoopError,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
     Source,
     WaitTimeout,
 )
@@ -60,7 +68,7 @@ def wait_rancher_settled(kube: Kube, timeout: float) -> None:
     """upgrade-toolkit's NodeUpgrade PostRun: no machine-plan secret still has post-drain."""
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
         return not any(no.POST_DRAIN in secret_ann(s) for s in view["Secret"].values())
-    kube.wait([Source("v1", "Secret", FLEET_NS)], pred, timeout=timeout,
+    kube.wait([Source("v1", "Secret", c.FLEET_NS)], pred, timeout=timeout,
               what="Rancher to complete node upgrades (no machine-plan secret with post-drain)",
               describe=lambda v: ", ".join(k for k, s in v["Secret"].items()
                                            if no.POST_DRAIN in secret_ann(s)))
@@ -73,9 +81,6 @@ def _phase(kube: Kube, writer: PlanWriter, completed: bool,
         phases,
         plan_status,
     )
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-        now_iso,
-    )
     phase = phases.get("NodeUpgrade")
     gen = (writer.plan.get("metadata") or {}).get("generation")
 
@@ -86,10 +91,10 @@ def _phase(kube: Kube, writer: PlanWriter, completed: bool,
                 merged.setdefault(n, v)
             st["nodeUpgradeStatuses"] = merged
         if completed:
-            return plan_status.complete_phase(st, phase, now_iso(), gen)
+            return plan_status.complete_phase(st, phase, plan_status.now_iso(), gen)
         if st.get("currentPhase") == phase.active:
             return []
-        return plan_status.start_phase(st, phase, now_iso(), gen)
+        return plan_status.start_phase(st, phase, plan_status.now_iso(), gen)
 
     return writer.update_status(mutate)
 
@@ -119,9 +124,9 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     if st.get("singleNode") or st.get("provisionGeneration") is not None:
         return {"changed": False}
     target = release(plan)["kubernetes"]
-    cluster = kube.get(RANCHER_CLUSTER_API, "Cluster", "local", FLEET_NS)
+    cluster = kube.get(RANCHER_CLUSTER_API, "Cluster", "local", c.FLEET_NS)
     if cluster is None:
-        raise NodeLoopError(f"clusters.provisioning.cattle.io {FLEET_NS}/local not found")
+        raise NodeLoopError(f"clusters.provisioning.cattle.io {c.FLEET_NS}/local not found")
     spec = cluster.get("spec") or {}
     rke = spec.get("rkeConfig") or {}
     generation = int(rke.get("provisionGeneration") or 0)
@@ -136,9 +141,9 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
         kube.patch(RANCHER_CLUSTER_API, "Cluster", "local",
                    {"spec": {"kubernetesVersion": target,
                              "rkeConfig": {"provisionGeneration": generation + 1,
-                                           "upgradeStrategy": strategy}}}, FLEET_NS)
+                                           "upgradeStrategy": strategy}}}, c.FLEET_NS)
         writer.event("KubernetesUpgradeStarted",
-                     f"Rancher cluster {FLEET_NS}/local: kubernetesVersion {target}, "
+                     f"Rancher cluster {c.FLEET_NS}/local: kubernetesVersion {target}, "
                      f"provisionGeneration {generation + 1}, drain hooks "
                      f"{no.DEFAULT_PRE_HOOK}/{no.DEFAULT_POST_HOOK}")
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     RESTORING_ANNOTATION,
     RUN_STRATEGY_ANNOTATION,
@@ -17,10 +23,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     VMI_API,
     try_items,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    UPGRADE_NS,
-    Kube,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
     Source,
     WaitTimeout,
 )
@@ -33,31 +39,31 @@ def _restore_cm_name(writer: PlanWriter) -> str:
 def record_shutdowns(kube: Kube, writer: PlanWriter, node: str, keys: list[str]) -> bool:
     """Add ``keys`` (ns/name) to ConfigMap ``<plan>-restore-vm`` under the node's key."""
     name = _restore_cm_name(writer)
-    cm = kube.get("v1", "ConfigMap", name, UPGRADE_NS)
+    cm = kube.get("v1", "ConfigMap", name, c.UPGRADE_NS)
     if cm is None:
         if kube.check_mode:
             return True
         body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": UPGRADE_NS,
+                "metadata": {"name": name, "namespace": c.UPGRADE_NS,
                              "labels": writer.labels("node-upgrade"),
                              "ownerReferences": [writer.owner_reference()]},
                 "data": {node: ",".join(sorted(set(keys)))}}
-        kube.create_in("v1", "ConfigMap", body, UPGRADE_NS)
+        kube.create_in("v1", "ConfigMap", body, c.UPGRADE_NS)
         writer.event("RestoreVMConfigMapCreated",
-                     f"ConfigMap {UPGRADE_NS}/{name} created",
-                     component="vm-live-migrate-detector", namespace=UPGRADE_NS)
+                     f"ConfigMap {c.UPGRADE_NS}/{name} created",
+                     component="vm-live-migrate-detector", namespace=c.UPGRADE_NS)
         return True
     have = [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
     merged = sorted(set(have) | set(keys))
     if merged == sorted(set(have)):
         return False
     if not kube.check_mode:
-        kube.patch("v1", "ConfigMap", name, {"data": {node: ",".join(merged)}}, UPGRADE_NS)
+        kube.patch("v1", "ConfigMap", name, {"data": {node: ",".join(merged)}}, c.UPGRADE_NS)
     return True
 
 
 def restore_entries(kube: Kube, writer: PlanWriter, node: str) -> list[str]:
-    cm = kube.get("v1", "ConfigMap", _restore_cm_name(writer), UPGRADE_NS) or {}
+    cm = kube.get("v1", "ConfigMap", _restore_cm_name(writer), c.UPGRADE_NS) or {}
     return [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
 
 
@@ -180,7 +186,7 @@ def await_restores(kube: Kube, writer: PlanWriter, node: str, started: dict[str,
     writer.event("RestoreVMCompleted" if not n_fail else "RestoreVMFailed",
                  f"Restored {n_ok + n_fail} VMs for node {node} during upgrade {writer.name}, "
                  f"success: {n_ok}, failed: {n_fail}", warning=bool(n_fail),
-                 component="restore-vm", namespace=UPGRADE_NS)
+                 component="restore-vm", namespace=c.UPGRADE_NS)
     return result
 
 

@@ -9,16 +9,22 @@ from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
+    ApiError,
+    Kube,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+    NotServed,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     LONGHORN_API,
     is_harvester,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
-    Kube,
-    NodeLoopError,
-    NotServed,
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
     Source,
     WaitTimeout,
 )
@@ -68,7 +74,7 @@ def wait_nodes_ready(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
                       if (n.get("metadata") or {}).get("name") != node and
                       not no.node_ready(n))
 
-    nodes = kube.items("v1", "Node")
+    nodes = kube.list("v1", "Node")
     if not not_ready({"Node": {str(i): n for i, n in enumerate(nodes)}}):
         return {"waited": False}
     kube.wait([Source("v1", "Node")], lambda v: not not_ready(v), timeout=timeout,
@@ -100,8 +106,8 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     Longhorn is not expected either, skips the check."""
     why = f"check Longhorn volumes before node {node} goes down"
     try:
-        vols = kube.items(LONGHORN_API, "Volume", "longhorn-system")
-        replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
+        vols = kube.list(LONGHORN_API, "Volume", "longhorn-system")
+        replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
         if not is_harvester(kube):
             return {"waited": False, "longhorn": False}
@@ -162,8 +168,8 @@ def _pdb_blocking(pdbs: list[dict[str, Any]], pods: list[dict[str, Any]], node: 
 
 def wait_pdbs(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     """Wait (watch) until no PDB protecting a pod on the node forbids its eviction."""
-    pods = [p for p in kube.items("v1", "Pod") if (p.get("spec") or {}).get("nodeName") == node]
-    pdbs = kube.items("policy/v1", "PodDisruptionBudget")
+    pods = [p for p in kube.list("v1", "Pod") if (p.get("spec") or {}).get("nodeName") == node]
+    pdbs = kube.list("policy/v1", "PodDisruptionBudget")
     if not _pdb_blocking(pdbs, pods, node) or kube.check_mode:
         return {"waited": False}
     kube.wait([Source("policy/v1", "PodDisruptionBudget"),
