@@ -33,7 +33,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_head_start,
     node_hooks,
     node_job,
-    node_kube,
     node_restore,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -42,13 +41,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.cycle_kube import (
     CycleKube,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
 )
 
-# ---------------------------------------------------------------------------------------------
-# The cycle
-# ---------------------------------------------------------------------------------------------
 
 @dataclass
 class Params:
@@ -292,7 +291,7 @@ def _restore_text(r: dict[str, Any]) -> str:
 
 def _restored(p: Params, res: dict[str, Any]) -> dict[str, Any]:
     if res["failed"] and p.restore_fail_on_error:
-        raise node_kube.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+        raise NodeLoopError("could not restore: " + "; ".join(res["failed"]))
     return res
 
 
