@@ -57,6 +57,12 @@ def test_list_parses_the_raw_body_and_fills_in_apiversion_and_kind() -> None:
                       "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}]
 
 
+def dyn_of(res: Any) -> Any:
+    """A dynamic client whose every kind is ``res``."""
+    resources = type("Resources", (), {"get": staticmethod(lambda api_version, kind: res)})
+    return type("Dyn", (), {"resources": resources})()
+
+
 def test_create_in_sets_kind_and_namespace() -> None:
     created: list[tuple[dict[str, Any], str | None]] = []
 
@@ -66,13 +72,7 @@ def test_create_in_sets_kind_and_namespace() -> None:
             created.append((body, namespace))
             return Response(body)
 
-    class CreateDyn:
-        class resources:  # noqa: N801 - the dynamic client's attribute
-            @staticmethod
-            def get(api_version: str, kind: str) -> CreateRes:
-                return CreateRes()
-
-    kube = client.Kube(CreateDyn())
+    kube = client.Kube(dyn_of(CreateRes()))
     out = kube.create_in("v1", "ConfigMap", {"metadata": {"name": "x"}, "data": {}}, "ns")
     assert out["apiVersion"] == "v1" and out["kind"] == "ConfigMap"
     assert created == [({"metadata": {"name": "x", "namespace": "ns"}, "data": {},
@@ -110,13 +110,7 @@ def test_a_delete_with_preconditions_reaches_the_server() -> None:
             sent.append(kw)
             return Response({"kind": "Status", "status": "Success"})
 
-    class DelDyn:
-        class resources:   # noqa: N801 - the dynamic client's attribute
-            @staticmethod
-            def get(api_version: str, kind: str) -> DelRes:
-                return DelRes()
-
-    kube = cycle_kube.CycleKube(DelDyn())
+    kube = cycle_kube.CycleKube(dyn_of(DelRes()))
     pre = {"uid": "u1", "resourceVersion": "7"}
     kube.delete("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system",
                 preconditions=pre)

@@ -3,7 +3,9 @@
 
 States are grouped by rank; success and failure of the same step share a rank. A node's
 state is only ever replaced by one of equal or higher rank: :func:`is_ahead` tells whether
-the current state is already further on than a proposed one (then the update is dropped).
+the current state is already further on than a proposed one (then the update is dropped). A
+state another controller wrote that is not in this table (upgrade-toolkit's own, e.g.
+``KubernetesUpgraded``) ranks as no state (:func:`ordinal`); proposing one is an error.
 Used by the plan writer (image preload/cleanup progress) and by the node loop.
 """
 
@@ -39,8 +41,9 @@ def rank(state: str | None) -> int:
 
 
 def is_ahead(current: str | None, proposed: str) -> bool:
-    """True when ``current`` is strictly further on than ``proposed`` (drop the update)."""
-    return rank(current) > rank(proposed)
+    """True when ``current`` (read from the cluster: a state this collection does not know
+    counts as none) is strictly further on than ``proposed`` (drop the update)."""
+    return ordinal(current) > rank(proposed)
 
 
 def set_state(statuses: dict[str, Any], node: str, state: str, reason: str = "",

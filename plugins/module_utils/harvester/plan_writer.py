@@ -276,25 +276,15 @@ class PlanWriter:
     def set_node_state(self, node: str, state: str, reason: str = "", message: str = "",
                        *, event: bool = True) -> bool:
         """Record ``node``'s state on the plan as it is now, unless that moves it backwards
-        (:mod:`node_states`; a state this collection does not know counts as none); returns
-        True when the status changed. Conflict-safe; an Event per change unless ``event`` is
-        false."""
+        (:func:`node_states.set_state`); returns True when the status changed. Conflict-safe;
+        an Event per change unless ``event`` is false."""
         def attempt() -> bool:
             plan = self.refresh()
             statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
-            cur = statuses.get(node) or {}
-            if node_states.ordinal(cur.get("state")) > node_states.ordinal(state):
-                return False
-            new = {"state": state}
-            if reason:
-                new["reason"] = reason
-            if message:
-                new["message"] = message
-            if cur == new:
+            if not node_states.set_state(statuses, node, state, reason, message):
                 return False
             if self.check_mode:
                 return True
-            statuses[node] = new
             self._patch_status(plan, {"nodeUpgradeStatuses": statuses})
             if event:
                 text = f"Node {node}: {state}" + (f" ({reason})" if reason else "") + (
