@@ -19,9 +19,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from test_upgrade_machinery import events, machine_order, make_world, secret_ann, wait_for
+
 from harvester_sim.controllers.rancher import drain_options_json
 from harvester_sim.world import World
-from test_upgrade_machinery import events, machine_order, make_world, secret_ann, wait_for
 
 TARGET = "v1.33.3+rke2r1"
 PRE = "management.harvesterhci.io/pre-hook"
