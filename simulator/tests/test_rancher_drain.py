@@ -67,6 +67,10 @@ class Seen:
 
 
 def roll(w: World, cp: dict[str, Any], worker: dict[str, Any] | None = None) -> None:
+    """Replace the scenario's strategy (a merge patch alone would keep its other drain
+    fields) and set the new version."""
+    w.client.patch("provisioning.cattle.io/v1", "Cluster", "local",
+                   {"spec": {"rkeConfig": {"upgradeStrategy": None}}}, "fleet-local")
     w.client.patch("provisioning.cattle.io/v1", "Cluster", "local",
                    {"spec": {"kubernetesVersion": TARGET, "rkeConfig": {"upgradeStrategy": {
                        "controlPlaneConcurrency": "1", "workerConcurrency": "1",
