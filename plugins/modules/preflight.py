@@ -17,7 +17,11 @@ description:
     VM backups, backup schedules, non-migratable VMs, pending migrations, ManagedCharts,
     Fleet bundles, addons, pauseNodes. Controller checks - disk space after loading the new
     images vs the kubelet image GC threshold, API server certificate expiry. Version check -
-    the target is newer and upgradable from the running release.
+    the target is newer and upgradable from the running release. Coexistence checks (never
+    skipped by the skip-webhook annotation) - no Harvester built-in upgrade in progress, no
+    Upgrade Manager installed, and on a single-node cluster no drain hooks declared in the
+    Rancher cluster's C(upgradeStrategy) (Rancher would cordon the node and wait for them;
+    nothing answers them on the single-node path).
   - Skip annotations are honoured in both spellings
     (C(management.harvesterhci.io/skip-webhook) or C(harvesterhci.io/skipWebhook),
     C(skip-single-replica-detached-vol), C(skip-garbage-collection-threshold-check),

@@ -544,6 +544,20 @@ def _degraded(sim: Any) -> None:
     raise AssertionError(f"volume data-degraded not degraded: {(vol or {}).get('status')}")
 
 
+def _leftover_drain_hooks(sim: Any) -> None:
+    """A drain-hook strategy left on a single-node cluster (an earlier multi-node upgrade that
+    never cleaned up): the simulated Rancher, like rancher/rancher, would cordon the node and
+    wait for the hooks once the single-node job sets the new Kubernetes version."""
+    hooks = {"enabled": True, "force": True, "ignoreDaemonSets": True,
+             "deleteEmptyDirData": True,
+             "preDrainHooks": [{"annotation": "harvesterhci.io/pre-hook"}],
+             "postDrainHooks": [{"annotation": "harvesterhci.io/post-hook"}]}
+    sim.world.client.patch("provisioning.cattle.io/v1", "Cluster", "local",
+                           {"spec": {"rkeConfig": {"upgradeStrategy": {
+                               "controlPlaneDrainOptions": hooks,
+                               "workerDrainOptions": hooks}}}}, "fleet-local")
+
+
 @dataclass
 class Failure:
     id: str
@@ -579,6 +593,11 @@ FAILURES = [
         "certificates", "API server certificates expire within 7 days"),
     Failure("managed-chart-not-ready", {"extends": "three-node"}, "managed_charts",
             "ManagedCharts not Ready: fleet-local/harvester", setup=_chart_not_ready),
+    # no VMs: their single-replica volumes would fail single_replica_volumes as well
+    Failure("single-node-drain-hooks", {"extends": "single-node", "vms": []},
+            "single_node_drain_hooks",
+            "single-node cluster but clusters.provisioning.cattle.io/fleet-local/local "
+            "declares drain hooks", setup=_leftover_drain_hooks),
     Failure("version-not-newer", {"extends": "three-node", "harvester": {
         "installed": "v1.6.0", "available": ["v1.5.1"]}},
         "upgrade_version", "downgrade from v1.6.0 to v1.5.1 is not supported",

@@ -348,6 +348,52 @@ def test_no_upgrade_manager_addon_or_chart() -> None:
     assert res.failed and "deployment/harvester-system/" in res.message
 
 
+def _rancher(strategy: dict[str, Any] | None) -> dict[str, Any]:
+    rke = {"upgradeStrategy": strategy} if strategy is not None else {}
+    return {"metadata": {"name": "local", "namespace": "fleet-local"},
+            "spec": {"kubernetesVersion": "v1.32.4+rke2r1", "rkeConfig": rke},
+            "status": {"ready": True}}
+
+
+HOOKED = {"controlPlaneConcurrency": "1",
+          "controlPlaneDrainOptions": {
+              "enabled": True, "preDrainHooks": [{"annotation": "harvesterhci.io/pre-hook"}],
+              "postDrainHooks": [{"annotation": "harvesterhci.io/post-hook"}]},
+          "workerDrainOptions": {"enabled": True}}
+
+
+def test_single_node_drain_hooks_fail_only_on_one_node() -> None:
+    one = [node("n1")]
+    res = pc.single_node_drain_hooks(_rancher(HOOKED), one)
+    assert res.failed and res.family == "coexistence"
+    assert res.objects == ["clusters.provisioning.cattle.io/fleet-local/local"]
+    assert "controlPlaneDrainOptions.preDrainHooks harvesterhci.io/pre-hook" in res.message
+    assert "controlPlaneDrainOptions.postDrainHooks harvesterhci.io/post-hook" in res.message
+    assert '{"spec":{"rkeConfig":{"upgradeStrategy":null}}}' in res.message
+    # a witness is no second node for the single-node path
+    assert pc.single_node_drain_hooks(_rancher(HOOKED), [*one, node("w", witness=True)]).failed
+    # a hook without an annotation is still a declared hook (Rancher then sets pre-drain)
+    bare = {"workerDrainOptions": {"postDrainHooks": [{}]}}
+    res = pc.single_node_drain_hooks(_rancher(bare), one)
+    assert res.failed and "workerDrainOptions.postDrainHooks (no annotation)" in res.message
+    for ok in (None, {}, {"controlPlaneDrainOptions": {"enabled": True},
+                          "workerDrainOptions": {"enabled": False}}):
+        assert pc.single_node_drain_hooks(_rancher(ok), one).status == "passed"
+    assert pc.single_node_drain_hooks(_rancher(HOOKED), NODES).status == "passed"
+    assert pc.single_node_drain_hooks(None, one).status == "skipped"
+
+
+def test_single_node_drain_hooks_in_run_all_not_skipped_by_skip_webhook() -> None:
+    facts = healthy_facts()
+    facts.nodes = [node("n1")]
+    facts.machines = [machine("m-n1", "n1")]
+    facts.cluster = _rancher(HOOKED)
+    facts.plan_annotations = {"management.harvesterhci.io/skip-webhook": "true"}
+    res = {r.name: r for r in pc.run_all(facts)}
+    assert res["single_node_drain_hooks"].failed
+    assert "single_node_drain_hooks: single-node cluster but" in pc.summary(list(res.values()))
+
+
 def test_skip_webhook_does_not_skip_coexistence() -> None:
     facts = pc.Facts(plan_annotations={"management.harvesterhci.io/skip-webhook": "true"},
                      legacy_upgrades=[_upgrade("u", "UpgradingNodes")])

@@ -497,6 +497,44 @@ def no_upgrade_manager(addon_objs: list[dict[str, Any]],
     return _passed(name, "Upgrade Manager not installed", "coexistence")
 
 
+def single_node_drain_hooks(cluster: dict[str, Any] | None,
+                            nodes: list[dict[str, Any]]) -> CheckResult:
+    """A single-node cluster's Rancher cluster declares no drain hooks. Rancher waits for
+    declared hooks even on a single machine: it cordons the node when the single-node
+    upgrade sets ``kubernetesVersion`` and holds the RKE2 plan until every
+    ``preDrainHooks`` annotation echoes ``rke.cattle.io/pre-drain`` (rancher/rancher v2.11.2,
+    v2.12.0 ``pkg/capr/planner/drain.go``, ``pkg/controllers/capr/machinedrain``), and the
+    node stays cordoned until the post-drain hooks answer. Harvester declares hooks only for
+    a multi-node roll and nothing answers them on the single-node path, so hooks there (a
+    strategy left by an earlier upgrade or set by another tool) would stall the upgrade."""
+    name = "single_node_drain_hooks"
+    if len([n for n in nodes if not is_witness(n)]) != 1:
+        return _passed(name, "not a single-node cluster: the node loop answers Rancher's "
+                       "drain hooks", "coexistence")
+    if cluster is None:
+        return _skipped(name, "no Rancher cluster to read (see cluster_ready)", "coexistence")
+    strategy = ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy") \
+        or {}
+    declared = []
+    for opts_key in ("controlPlaneDrainOptions", "workerDrainOptions"):
+        opts = strategy.get(opts_key) or {}
+        for hooks_key in ("preDrainHooks", "postDrainHooks"):
+            for h in opts.get(hooks_key) or []:
+                declared.append(f"{opts_key}.{hooks_key} "
+                                f"{(h or {}).get('annotation') or '(no annotation)'}")
+    if not declared:
+        return _passed(name, "single-node cluster, no drain hooks declared", "coexistence")
+    ref = f"clusters.provisioning.cattle.io/{c.FLEET_NS}/{c.RANCHER_CLUSTER_NAME}"
+    return _failed(name, f"single-node cluster but {ref} declares drain hooks in "
+                   "spec.rkeConfig.upgradeStrategy (" + "; ".join(declared) + "): Rancher "
+                   "would cordon the node during the RKE2 upgrade and wait for them, and the "
+                   "single-node upgrade answers none; remove them (for example kubectl -n "
+                   f"{c.FLEET_NS} patch clusters.provisioning.cattle.io "
+                   f"{c.RANCHER_CLUSTER_NAME} --type merge -p "
+                   "'{\"spec\":{\"rkeConfig\":{\"upgradeStrategy\":null}}}') and retry",
+                   [ref], "coexistence")
+
+
 # --------------------------------------------------------------------------- §E.2 controller
 
 @dataclass
@@ -654,6 +692,7 @@ class Facts:
 CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "no_legacy_upgrade": lambda f: no_legacy_upgrade(f.legacy_upgrades),
     "no_upgrade_manager": lambda f: no_upgrade_manager(f.addons, f.deployments),
+    "single_node_drain_hooks": lambda f: single_node_drain_hooks(f.cluster, f.nodes),
     "no_concurrent_upgrade": lambda f: no_concurrent_upgrade(f.plans, f.plan_name),
     "no_cleanup_in_progress": lambda f: no_cleanup_in_progress(f.plans, f.plan_name),
     "version_exists": lambda f: version_exists(f.version_name, f.version_obj, f.image),
@@ -715,6 +754,7 @@ WEBHOOK_CHECKS = frozenset(
     n for n in CHECKS if n not in ("disk_space", "certificates", "version_eligible",
                                    "iso_verified",
                                    "no_legacy_upgrade", "no_upgrade_manager",
+                                   "single_node_drain_hooks",
                                    "migration_target"))
 
 

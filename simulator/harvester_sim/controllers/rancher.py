@@ -12,22 +12,29 @@ of the plan a machine last applied (its Machine ``spec.version``; the node's ``k
 when that is empty) the nodes are upgraded tier by tier — the init node, the other
 etcd/control-plane nodes (``controlPlaneConcurrency``), then worker-only nodes
 (``workerConcurrency``), each tier by machine name; a tier starts when the previous one is
-done. Per node (drain handler, annotations on the machine-plan Secret, ``D`` = JSON of the
-tier's drain options):
+done. Per node (planner ``drain``/``undrain`` and the machinedrain handler, annotations on
+the machine-plan Secret; ``O`` = the tier's drain options, ``D`` = ``O`` as Rancher encodes
+it, sorted keys and empty ``omitempty`` fields left out, with ``enabled: false`` on a
+single-machine cluster):
 
-1. ``rke.cattle.io/drain-options: D``; cordon; ``rke.cattle.io/pre-drain: D``; wait (forever)
-   until every ``preDrainHooks[].annotation`` equals ``D``.
-2. drain through the eviction API (kubectl-drain rules: mirror pods skipped, DaemonSet pods
-   need ignoreDaemonSets, unmanaged pods need force, emptyDir needs deleteEmptyDirData);
-   a 429 is retried every 5 s (a LiveMigrate virt-launcher is migrated by KubeVirt
-   meanwhile); an attempt that passes ``timeout`` (0 ⇒ 600 s) or hits a non-retriable pod
-   writes ``rke.cattle.io/drain-error`` and starts over; then ``rke.cattle.io/drain-done: D``.
+0. when ``O`` has no ``preDrainHooks`` and no ``postDrainHooks`` and either ``enabled`` is
+   false or the cluster has a single machine: no annotation and no cordon, only step 3.
+1. ``rke.cattle.io/drain-options: D``; cordon; when ``O`` declares pre-drain hooks
+   ``rke.cattle.io/pre-drain: D`` and wait (forever) until every
+   ``preDrainHooks[].annotation`` (those that name one) equals ``D``.
+2. when ``D`` has ``enabled``: drain through the eviction API (kubectl-drain rules: mirror
+   pods skipped, DaemonSet pods need ignoreDaemonSets, unmanaged pods need force, emptyDir
+   needs deleteEmptyDirData); a 429 is retried every 5 s (a LiveMigrate virt-launcher is
+   migrated by KubeVirt meanwhile); an attempt that passes ``timeout`` (0 ⇒ 600 s) or hits
+   a non-retriable pod writes ``rke.cattle.io/drain-error`` and starts over; then
+   ``rke.cattle.io/drain-done: D``.
 3. the RKE2 plan: ``kubelet.restart_kubelet(node, version)``; wait for the new kubelet.
-4. ``rke.cattle.io/uncordon: D`` + ``rke.cattle.io/post-drain: D``; wait for every
-   ``postDrainHooks[].annotation`` == ``D``; uncordon; delete all those annotations and the
-   hook answers.
+4. ``rke.cattle.io/uncordon: D``; when ``O`` declares post-drain hooks
+   ``rke.cattle.io/post-drain: D`` and wait for every ``postDrainHooks[].annotation`` ==
+   ``D``; uncordon; delete all those annotations and the hook answers.
 
-Single-node clusters: no drain, no hooks, only the kubelet restart.
+A single-node cluster is the bootstrap tier with ``controlPlaneDrainOptions``: with hooks
+configured its node is cordoned and waits for them (never drained), as upstream.
 
 Progress: cluster ``status.conditions`` ``Updated`` (Unknown + message while rolling),
 ``Ready``/``status.ready`` (all nodes Ready); timeline events ``planner_started``,
@@ -38,17 +45,16 @@ planner stops progressing from that moment on, until the fault is cleared (then 
 
 Upstream: rancher/rancher ``v2.11.2`` (Harvester v1.5.1) and ``v2.12.0`` (Harvester
 v1.6.0): ``pkg/capr/planner/planner.go`` (tiers, concurrency), ``pkg/capr/planner/drain.go``
-(``drain``/``undrain``: drain-options, drain-done, uncordon annotations),
-``pkg/controllers/capr/machinedrain/machinedrain.go`` (cordon, pre-drain/post-drain hooks,
-kubectl drain with ``timeout`` 0 ⇒ 600 s).
-Not modelled: rancher-system-agent plan delivery and probes, etcd snapshots, bootstrap/join,
-certificate and encryption-key rotation. Differs from upstream: on a single-node cluster
-with drain hooks upstream still sets ``drain-options`` (``enabled: false``), cordons, waits
-for the pre-drain hooks, and after the plan waits for the post-drain hooks before it
-uncordons — this module neither cordons nor waits for hooks there (more lenient); with
-``enabled: false`` and no hooks upstream short-circuits (no annotations, no cordon) where
-this module cordons; upstream sets ``pre-drain`` / ``post-drain`` only when hooks are
-configured, this module always.
+(``drain``: the short-circuit, ``optionsToString``; ``undrain``: the uncordon annotation),
+``pkg/controllers/capr/machinedrain/machinedrain.go`` (cordon, pre-drain/post-drain hooks
+only when declared, kubectl drain with ``timeout`` 0 ⇒ 600 s, annotation cleanup). The two
+tags differ here only in what marks a plan change as one to drain for (v2.11.2: the
+install instruction's ``RESTART_STAMP``; v2.12.0: its ``DRAIN_HASH``, and no drain when the
+old plan carries none); a Kubernetes version change changes both, so both drain alike.
+Not modelled: rancher-system-agent plan delivery and probes, plan contents (a version
+change always counts as a drain-worthy change; a v2.12.0 planner meeting a plan written by
+v2.11.2, which has no ``DRAIN_HASH``, would apply it without the drain steps), etcd
+snapshots, bootstrap/join, certificate and encryption-key rotation.
 """
 
 from __future__ import annotations
@@ -113,22 +119,41 @@ def _conc(value: Any, tier_size: int) -> int:
         return 1
 
 
-def drain_options_json(opts: dict[str, Any]) -> str:
-    """``D``: what Rancher writes into every drain annotation (JSON of the options)."""
-    full = {
-        "enabled": bool(opts.get("enabled", False)),
+def drain_options_json(opts: dict[str, Any], disable: bool = False) -> str:
+    """``D``: what Rancher writes into every drain annotation. drain.go ``optionsToString``
+    encodes the ``rkev1.DrainOptions`` struct (its ``omitempty`` fields dropped when empty:
+    ``ignoreDaemonSets`` when unset, ``ignoreErrors`` when false, the hook lists when empty)
+    into a map and marshals that, so the keys come out sorted; ``disable`` (a single-machine
+    cluster) forces ``enabled`` to false."""
+    full: dict[str, Any] = {
+        "enabled": bool(opts.get("enabled", False)) and not disable,
         "force": bool(opts.get("force", False)),
-        "ignoreDaemonSets": opts.get("ignoreDaemonSets"),
-        "ignoreErrors": bool(opts.get("ignoreErrors", False)),
         "deleteEmptyDirData": bool(opts.get("deleteEmptyDirData", False)),
         "disableEviction": bool(opts.get("disableEviction", False)),
         "gracePeriod": int(opts.get("gracePeriod") or 0),
         "timeout": int(opts.get("timeout") or 0),
         "skipWaitForDeleteTimeoutSeconds": int(opts.get("skipWaitForDeleteTimeoutSeconds") or 0),
-        "preDrainHooks": opts.get("preDrainHooks") or None,
-        "postDrainHooks": opts.get("postDrainHooks") or None,
     }
-    return json.dumps(full, separators=(",", ":"))
+    if opts.get("ignoreDaemonSets") is not None:
+        full["ignoreDaemonSets"] = bool(opts["ignoreDaemonSets"])
+    if opts.get("ignoreErrors"):
+        full["ignoreErrors"] = True
+    for key in ("preDrainHooks", "postDrainHooks"):
+        hooks = opts.get(key) or []
+        if hooks:
+            full[key] = [{"annotation": str(h["annotation"])} if (h or {}).get("annotation")
+                         else {} for h in hooks]
+    out = json.dumps(full, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    # encoding/json's HTML-safe escaping
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        out = out.replace(ch, esc)
+    return out
+
+
+def _hook_annotations(opts: dict[str, Any], key: str) -> list[str]:
+    """machinedrain.go ``checkHookAnnotations``: a hook without an annotation is skipped."""
+    return [str(h["annotation"]) for h in opts.get(key) or [] if (h or {}).get("annotation")]
 
 
 class Entry:
@@ -377,9 +402,13 @@ class RancherPlanner:
             self.world.timeline.record("planner_started", version=desired,
                                        nodes=[e.node for e in behind])
         if len(entries) == 1:
+            # the lone machine is the init node: bootstrap tier, control-plane drain options,
+            # drain.go disables the drain itself (``len(clusterPlan.Machines) == 1``)
             e = entries[0]
             if e in behind and not active:
-                self.tasks.spawn(e.machine, self._single_node_task(e, desired),
+                opts = dict(strategy.get("controlPlaneDrainOptions") or {})
+                self.tasks.spawn(e.machine, self._node_task(e, "bootstrap", desired, opts,
+                                                            single=True),
                                  on_done=lambda t: self.kick_reconcile())
             self._update_status(desired, entries)
             return
@@ -549,10 +578,9 @@ class RancherPlanner:
         return self._kubelet(e.node) == desired and self._ready(n)
 
     # ----------------------------------------------------------------- tasks
-    def _single_node_task(self, e: Entry, desired: str) -> TaskGen:
-        yield from self._gate(e)
-        self._progress(e, f"configuring bootstrap node(s) {e.machine}: waiting for plan "
-                          "to be applied", desired)
+    def _apply_plan(self, e: Entry, tier: str, desired: str) -> TaskGen:
+        self._progress(e, f"configuring {tier} node(s) {e.machine}: waiting for plan to be "
+                          "applied", desired)
         t0 = self.world.clock.now()
         self._apply_rke2(e, desired)
         yield lambda: self._plan_applied(e, desired)
@@ -561,23 +589,31 @@ class RancherPlanner:
         self._machine_applied(e, desired)
         self.world.timeline.record("rke2_applied", node=e.node, machine=e.machine,
                                    version=desired)
-        self.messages.pop(e.machine, None)
 
-    def _node_task(self, e: Entry, tier: str, desired: str, opts: dict[str, Any]) -> TaskGen:
+    def _node_task(self, e: Entry, tier: str, desired: str, opts: dict[str, Any],
+                   single: bool = False) -> TaskGen:
+        """One machine's major plan change: planner ``drain`` -> machinedrain ``drain`` ->
+        plan -> planner ``undrain`` -> machinedrain ``unDrain``."""
         tl = self.world.timeline
-        d = drain_options_json(opts)
-        pre_hooks = [str(h.get("annotation")) for h in opts.get("preDrainHooks") or []
-                     if h.get("annotation")]
-        post_hooks = [str(h.get("annotation")) for h in opts.get("postDrainHooks") or []
-                      if h.get("annotation")]
+        pre_declared = bool(opts.get("preDrainHooks"))
+        post_declared = bool(opts.get("postDrainHooks"))
+        pre_hooks = _hook_annotations(opts, "preDrainHooks")
+        post_hooks = _hook_annotations(opts, "postDrainHooks")
         yield from self._gate(e)
+        if (not opts.get("enabled") or single) and not pre_declared and not post_declared:
+            # drain.go: nothing to do, no annotation is set and the node is not cordoned;
+            # undrain then finds no drain-options and is done at once
+            yield from self._apply_plan(e, tier, desired)
+            self.messages.pop(e.machine, None)
+            return
+        d = drain_options_json(opts, disable=single)
         self._annotate(e, {A_DRAIN_OPTIONS: d})
         self._set_unschedulable(e.node, True)
         tl.record("node_cordoned", node=e.node, machine=e.machine, tier=tier)
-        self._annotate(e, {A_PRE_DRAIN: d})
-        tl.record("pre_drain_set", node=e.node, machine=e.machine, value=d)
-        self.world.faults.notify("pre_drain_set", node=e.node, machine=e.machine)
-        if pre_hooks:
+        if pre_declared:
+            self._annotate(e, {A_PRE_DRAIN: d})
+            tl.record("pre_drain_set", node=e.node, machine=e.machine, value=d)
+            self.world.faults.notify("pre_drain_set", node=e.node, machine=e.machine)
             self._progress(e, f"waiting for pre-drain hooks on {tier} node(s) {e.machine}",
                            desired)
             yield lambda: self._hooks_answered(e, pre_hooks, d)
@@ -586,7 +622,7 @@ class RancherPlanner:
             self.world.faults.notify("hook_acked", node=e.node, machine=e.machine,
                                      hook="pre-drain")
         yield from self._gate(e)
-        if opts.get("enabled"):
+        if opts.get("enabled") and not single:
             self._progress(e, f"draining {tier} node(s) {e.machine}", desired)
             t0 = self.world.clock.now()
             yield from self._drain(e, opts)
@@ -594,19 +630,12 @@ class RancherPlanner:
         self._annotate(e, {A_DRAIN_DONE: d}, remove=[A_DRAIN_ERROR])
         tl.record("drain_done", node=e.node, machine=e.machine)
         yield from self._gate(e)
-        self._progress(e, f"configuring {tier} node(s) {e.machine}: waiting for plan to be "
-                          "applied", desired)
-        t0 = self.world.clock.now()
-        self._apply_rke2(e, desired)
-        yield lambda: self._plan_applied(e, desired)
-        tl.record("span", what="rke2_restart", node=e.node, start=t0, end=self.world.clock.now())
-        self._machine_applied(e, desired)
-        tl.record("rke2_applied", node=e.node, machine=e.machine, version=desired)
+        yield from self._apply_plan(e, tier, desired)
         yield from self._gate(e)
         self._annotate(e, {A_UNCORDON: d})
-        self._annotate(e, {A_POST_DRAIN: d})
-        tl.record("post_drain_set", node=e.node, machine=e.machine, value=d)
-        if post_hooks:
+        if post_declared:
+            self._annotate(e, {A_POST_DRAIN: d})
+            tl.record("post_drain_set", node=e.node, machine=e.machine, value=d)
             self._progress(e, f"waiting for post-drain hooks on {tier} node(s) {e.machine}",
                            desired)
             yield lambda: self._hooks_answered(e, post_hooks, d)
