@@ -140,8 +140,8 @@ def main() -> None:
                 "continue in order, or set force=true."))
         left = pipeline.phase_deadline(p, started) - time.time()
         vms = node_restore.await_marked_restores(kube, plan_writer.PlanWriter(kube, plan),
-                                               timeout=max(0.0, min(p["restore_timeout"],
-                                                                    left)))
+                                                 timeout=max(0.0, min(p["restore_timeout"],
+                                                                      left)))
         out.update(restored=vms["restored"], failed=vms["failed"])
         out["actions"] = vms["lines"] + phase_actions.cleanup_resources(kube, writer,
                                                                         module.check_mode)

@@ -39,47 +39,38 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
-    connection_failure as connection_failure,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
-    warn_insecure as warn_insecure,
+    connection_failure,
+    warn_insecure,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.discovery_cache import (
     defer_discovery_writes,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.discovery_cache import (
-    flush_discovery_cache as flush_discovery_cache,
+    flush_discovery_cache,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
-    ApiError as ApiError,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
-    ConflictsExhausted as ConflictsExhausted,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
-    NotServed as NotServed,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    ApiError,
+    ConflictsExhausted,
+    NotServed,
     message_of,
     unserved_path,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
     fence,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
-    set_fence as set_fence,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.fencing import (
-    unfenced as unfenced,
+    set_fence,
+    unfenced,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry import (
     CONFLICT,
     RETRIABLE,
     call_with_retry,
+    retry_on_conflict,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.retry import (
-    retry_on_conflict as retry_on_conflict,
-)
+
+# The client's surface: besides its own names, the errors, retries, fence and connection
+# texts its callers use with it, defined in the modules named for them.
+__all__ = ["ApiError", "ConflictsExhausted", "Kube", "NotServed", "call_with_retry",
+           "connection_failure", "fence", "flush_discovery_cache", "loads_body",
+           "retry_on_conflict", "secret_selector", "selector", "set_fence", "unfenced",
+           "warn_insecure"]
 
 T = TypeVar("T")
 

@@ -178,8 +178,8 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
     if kube.check_mode:
         return {"changed": False}
     try:
-        kube.wait([Source("v1", "Secret", c.FLEET_NS), Source("v1", "Node",
-                                                            field_selector=f"metadata.name={node}")],
+        kube.wait([Source("v1", "Secret", c.FLEET_NS),
+                   Source("v1", "Node", field_selector=f"metadata.name={node}")],
                   pred, timeout=timeout, describe=describe,
                   what=f"Rancher to finish node {node} (annotations removed, uncordoned, "
                        "kubelet current)")

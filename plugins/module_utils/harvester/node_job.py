@@ -244,15 +244,15 @@ def _engines_settled(kube: Kube) -> str | None:
     try:
         engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
         vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
-                                                             "longhorn-system")}
+                                                            "longhorn-system")}
     except NotServed as exc:
         if not is_harvester(kube):
             return None
         raise longhorn_unreadable(exc, "Engines and Volumes",
-                                   "tell whether the stopped VMs' volumes detached") from exc
+                                  "tell whether the stopped VMs' volumes detached") from exc
     except ApiError as exc:
         raise longhorn_unreadable(exc, "Engines and Volumes",
-                                   "tell whether the stopped VMs' volumes detached") from exc
+                                  "tell whether the stopped VMs' volumes detached") from exc
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
@@ -272,16 +272,16 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
     try:
         engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
         vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
-                                                             "longhorn-system")}
+                                                            "longhorn-system")}
         replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
         if not is_harvester(kube):
             return []
         raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                   f"tell which volumes are safe to drain {node} past") from exc
+                                  f"tell which volumes are safe to drain {node} past") from exc
     except ApiError as exc:
         raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                   f"tell which volumes are safe to drain {node} past") from exc
+                                  f"tell which volumes are safe to drain {node} past") from exc
     out = set()
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":

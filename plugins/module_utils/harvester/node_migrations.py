@@ -45,10 +45,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
 
 
 def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
-                 nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
-                 concurrency: int, retries: int, migration_timeout: float,
-                 timeout: float, start_only: bool = False,
-                 mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
+                nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
+                concurrency: int, retries: int, migration_timeout: float,
+                timeout: float, start_only: bool = False,
+                mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
@@ -99,7 +99,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             VMI_API, VMIM_KIND, ns, f"{VMI_NAME_LABEL}={move.vm.name}")}
         mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
         created = [m for m in kube.list(VMI_API, VMIM_KIND, ns,
-                                         f"{VMI_NAME_LABEL}={move.vm.name}")
+                                        f"{VMI_NAME_LABEL}={move.vm.name}")
                    if m["metadata"]["name"] not in before and
                    (m.get("spec") or {}).get("vmiName") == move.vm.name]
         if not created:
