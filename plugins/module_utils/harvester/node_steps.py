@@ -21,7 +21,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     evacuation as ev,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    lock,
+    lock_run,
     node_settings,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -74,7 +74,7 @@ DEFAULT_TOOLKIT_REPO = "rancher/harvester-upgrade-toolkit"
 
 def run_id() -> str:
     """This upgrade run: the lock holder and its ansible-playbook (RUN_ANNOTATION)."""
-    return f"{lock.identity()}#{lock.playbook_pid()}"
+    return f"{lock_run.identity()}#{lock_run.playbook_pid()}"
 
 
 # ---------------------------------------------------------------------------------------------
