@@ -62,7 +62,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_r
     run_pid,
 )
 
-
 # this process's run: one Holding for every module it runs (an action plugin may run several
 # in one worker), and the module to fail when the lock is lost
 _holding: Holding | None = None

@@ -19,7 +19,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_w
     PlanWriter,
 )
 
-
 CLEANUP_TARGETS: tuple[tuple[tuple[str, str], str, str], ...] = (
     (c.VM_IMAGE, c.UPGRADE_NS, c.COMPONENT_ISO),
     (c.DEPLOYMENT, c.UPGRADE_NS, c.COMPONENT_REPO),

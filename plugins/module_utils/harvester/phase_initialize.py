@@ -33,7 +33,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_w
     list_plans,
 )
 
-
 VERSION_KEYS = ("isoURL", "isoChecksum", "releaseDate", "tags")
 
 

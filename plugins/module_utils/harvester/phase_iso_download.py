@@ -29,7 +29,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
     only,
 )
 
-
 GiB = 1024**3
 
 

@@ -18,7 +18,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.pipeli
     Step,
 )
 
-
 RELEASE_KEYS = ("harvester", "harvesterChart", "os", "kubernetes", "rancher",
                 "monitoringChart", "minUpgradableVersion")
 
