@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps import (
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_head_start import (
     head_start_text,
 )
 from ansible_collections.harvester.upgrade.plugins.plugin_utils.in_process import (

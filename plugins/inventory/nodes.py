@@ -133,9 +133,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         self._read_config_data(path)
         try:
             from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+                node_facts,
                 node_kube,
                 node_order,
-                node_steps,
             )
         except ImportError as exc:
             raise AnsibleParserError(f"harvester.upgrade.nodes: {exc}") from exc
@@ -148,7 +148,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 if self.get_option("plan"):
                     raise
                 plan = None
-            facts = node_steps.cluster_facts(kube, plan)
+            facts = node_facts.cluster_facts(kube, plan)
         except Exception as exc:  # noqa: BLE001 - shown as an inventory error
             raise AnsibleParserError(f"harvester.upgrade.nodes: cannot read the cluster: "
                                      f"{exc}") from exc

@@ -112,8 +112,8 @@ events:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_hooks,
     node_module,
-    node_steps,
 )
 
 
@@ -131,13 +131,13 @@ def main() -> None:
 
     def step(kube, writer):  # type: ignore[no-untyped-def]
         if p["step"] == "await":
-            return node_steps.await_hook(kube, writer, p["node"], p["hook"], p["timeout"],
+            return node_hooks.await_hook(kube, writer, p["node"], p["hook"], p["timeout"],
                                          p["batch"])
         if p["step"] == "answer":
-            return node_steps.answer_hook(kube, writer, p["node"], p["hook"],
+            return node_hooks.answer_hook(kube, writer, p["node"], p["hook"],
                                           job_timeout=p["timeout"],
                                           safety_timeout=p["safety_timeout"])
-        res = node_steps.await_release(kube, writer, p["node"], p["timeout"])
+        res = node_hooks.await_release(kube, writer, p["node"], p["timeout"])
         res.setdefault("value", "")
         res.setdefault("passed", False)
         return res

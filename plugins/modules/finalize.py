@@ -91,7 +91,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     args,
     lock,
     node_kube,
-    node_steps,
+    node_restore,
     phase_finalize,
     phases,
     pipeline,
@@ -141,7 +141,7 @@ def main() -> None:
                 "continue in order, or set force=true."))
         left = pipeline.phase_deadline(p, started) - time.time()
         nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
-        vms = node_steps.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
+        vms = node_restore.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
                                                timeout=max(0.0, min(p["restore_timeout"],
                                                                     left)))
         out.update(restored=vms["restored"], failed=vms["failed"])

@@ -30,7 +30,9 @@ description:
 options:
   job_deadline_seconds:
     description:
-      - C(jobActiveDeadlineSecs) of the SUC Plan; 0 keeps the controller's default.
+      - C(jobActiveDeadlineSecs) of the SUC Plan. V(0) (the default) is no deadline, as the
+        upgrade-toolkit writes it; a negative value leaves the field unset, so that the
+        controller's own default (600 s) applies.
     type: int
     default: 0
 extends_documentation_fragment:

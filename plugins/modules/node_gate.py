@@ -169,8 +169,11 @@ status:
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_cycle,
+    node_gate,
+    node_head_start,
+    node_kube,
     node_module,
-    node_steps,
+    node_phase,
 )
 
 
@@ -206,13 +209,13 @@ def main() -> None:
     def enter(kube, writer):  # type: ignore[no-untyped-def]
         if module.check_mode:
             try:
-                return node_steps.enter_phase(kube, writer)
-            except node_steps.NodeLoopError as exc:
+                return node_phase.enter_phase(kube, writer)
+            except node_kube.NodeLoopError as exc:
                 return {"changed": False, "phase": "", "single_node": False,
                         "warning": str(exc)}
-        res = node_steps.enter_phase(kube, writer)
+        res = node_phase.enter_phase(kube, writer)
         if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
-            res["head_start"] = node_steps.first_head_start(
+            res["head_start"] = node_head_start.first_head_start(
                 kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"],
                 p["head_start_finish"])
             res["changed"] |= bool(res["head_start"].pop("changed", False))
@@ -220,12 +223,12 @@ def main() -> None:
 
     def other(kube, writer):  # type: ignore[no-untyped-def]
         if p["step"] == "batch":
-            res = node_steps.gate(kube, writer, p["batch"])
+            res = node_gate.gate(kube, writer, p["batch"])
             res["changed"] = False
             return res
         if p["step"] == "pause":
-            return node_steps.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
-        return node_steps.finish_phase(kube, writer, p["timeout"])
+            return node_gate.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
+        return node_phase.finish_phase(kube, writer, p["timeout"])
 
     node_module.run(module, step, skip_without_plan=True,
                     client=node_cycle.CycleKube if head_start else node_module.Kube)

@@ -92,9 +92,10 @@ node_plan:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_evacuation,
+    node_facts,
     node_kube,
     node_module,
-    node_steps,
 )
 
 
@@ -117,12 +118,12 @@ def main() -> None:
             if p["plan"]:
                 raise
             plan = None
-        facts = node_steps.cluster_facts(kube, plan)
-        res = {"changed": False, **node_steps.inventory(facts),
+        facts = node_facts.cluster_facts(kube, plan)
+        res = {"changed": False, **node_facts.inventory(facts),
                "plan": (plan or {}).get("metadata", {}).get("name")}
         if p["node_plan"]:
-            bw = node_steps.measured_bandwidth(kube)
-            res["node_plan"] = node_steps.node_plan(
+            bw = node_evacuation.measured_bandwidth(kube)
+            res["node_plan"] = node_evacuation.node_plan(
                 kube, plan, target_aware=p["target_aware"],
                 bandwidth_mib_s=bw or p["migration_bandwidth_mib_s"],
                 overhead_s=p["migration_overhead_s"], concurrency=p["migration_concurrency"],

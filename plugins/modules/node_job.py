@@ -67,8 +67,8 @@ plan:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_job,
     node_module,
-    node_steps,
 )
 
 
@@ -82,7 +82,7 @@ def main() -> None:
     )
     module = node_module.new_module(spec)
     p = module.params
-    node_module.run(module, lambda kube, writer: node_steps.run_node_job(
+    node_module.run(module, lambda kube, writer: node_job.run_node_job(
         kube, writer, p["node"], p["type"], job_timeout=p["job_timeout"],
         node_timeout=p["node_timeout"]))
 

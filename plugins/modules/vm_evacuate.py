@@ -143,8 +143,8 @@ mechanism_why:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_evacuation,
     node_module,
-    node_steps,
 )
 
 
@@ -167,7 +167,7 @@ def main() -> None:
         module.fail_json(msg="concurrency must be >= 1 and retries >= 0")
 
     def step(kube, writer):  # type: ignore[no-untyped-def]
-        res = node_steps.evacuate(
+        res = node_evacuation.evacuate(
             kube, writer, p["node"], target_aware=p["target_aware"],
             concurrency=p["concurrency"], retries=p["retries"],
             migration_timeout=p["migration_timeout"], timeout=p["timeout"],

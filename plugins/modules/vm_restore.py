@@ -70,8 +70,9 @@ enabled:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_kube,
     node_module,
-    node_steps,
+    node_restore,
 )
 
 
@@ -86,10 +87,10 @@ def main() -> None:
     p = module.params
 
     def step(kube, writer):  # type: ignore[no-untyped-def]
-        res = node_steps.restore_vms(kube, writer, p["node"], timeout=p["timeout"],
+        res = node_restore.restore_vms(kube, writer, p["node"], timeout=p["timeout"],
                                      force=p["restore"])
         if res["failed"] and p["fail_on_error"]:
-            raise node_steps.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+            raise node_kube.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
         return res
 
     node_module.run(module, step)

@@ -17,8 +17,9 @@ import pytest
 pytest.importorskip("harvester_sim")
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (  # noqa: E402
+    node_job,
     node_kube,
-    node_steps,
+    node_safety,
 )
 from harvester_sim import testing  # noqa: E402
 
@@ -70,20 +71,20 @@ def test_healthy_volume_whose_only_replica_is_on_the_node_holds_it(sim: Any) -> 
     kube = _kube(sim.kubeconfig)
     # node-1 holds the volume's only healthy replica: draining it is not safe
     with pytest.raises(node_kube.WaitTimeout, match="lonely.*only healthy replica.*node-1"):
-        node_steps.wait_volumes_safe(kube, "node-1", 0)
+        node_safety.wait_volumes_safe(kube, "node-1", 0)
     # node-2 (where it is attached) and node-3 are: the replica on node-1 stays
-    assert node_steps.wait_volumes_safe(kube, "node-3", 0)["waited"] is False
+    assert node_safety.wait_volumes_safe(kube, "node-3", 0)["waited"] is False
 
 
 def test_volume_check_fails_when_longhorn_is_forbidden(sim: Any) -> None:
     # a 403 is not "no Longhorn": the check fails, naming what it could not read
     kube = _kube(sim.sa_kubeconfigs[LIMITED])
     with pytest.raises(node_kube.NodeLoopError) as exc:
-        node_steps.wait_volumes_safe(kube, "node-3", 0)
+        node_safety.wait_volumes_safe(kube, "node-3", 0)
     msg = str(exc.value)
     assert "Volumes and Replicas" in msg and "forbidden" in msg.lower(), msg
     with pytest.raises(node_kube.NodeLoopError, match="Engines and Volumes.*forbidden"):
-        node_steps._engines_settled(kube)
+        node_job._engines_settled(kube)
 
 
 def test_checks_fail_when_longhorns_volume_crd_is_missing(sim: Any, playbook: Any) -> None:
@@ -91,9 +92,9 @@ def test_checks_fail_when_longhorns_volume_crd_is_missing(sim: Any, playbook: An
     c.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", "volumes.longhorn.io")
     kube = _kube(sim.kubeconfig)
     with pytest.raises(node_kube.NodeLoopError, match="not served.*ships Longhorn"):
-        node_steps.wait_volumes_safe(kube, "node-3", 0)
+        node_safety.wait_volumes_safe(kube, "node-3", 0)
     with pytest.raises(node_kube.NodeLoopError, match="not served"):
-        node_steps._engines_settled(kube)
+        node_job._engines_settled(kube)
     # the what-if pre-flight: no "passed | volumes_healthy | 0 volumes checked"
     res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars={"upgrade_what_if": True},
                    timeout=400)

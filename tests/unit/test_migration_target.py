@@ -9,8 +9,10 @@ import pytest
 
 mt = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
-steps = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps")
+_MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+node_facts = pytest.importorskip(f"{_MU}.node_facts")
+node_kube = pytest.importorskip(f"{_MU}.node_kube")
+node_migrations = pytest.importorskip(f"{_MU}.node_migrations")
 ev = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
 
@@ -157,7 +159,7 @@ def _plan() -> Any:
 def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
     kube = _ActionKube([(503, b"no endpoints available"), (204, b"")])
     result: dict[str, Any] = {"migrated": []}
-    steps._migrate_all(kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
+    node_migrations.migrate_all(kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
                        target_aware=True, concurrency=2, retries=0, migration_timeout=900,
                        timeout=60, mechanism=mt.HARVESTER_ACTION)
     assert not kube.created                       # no VMIM of ours: Harvester makes it
@@ -167,7 +169,7 @@ def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
                               {"nodeName": "node-2"})
     assert len(kube.posts) == 2                   # the 503 was retried, not counted
     (p,) = kube.patched
-    assert p["metadata"]["annotations"][steps.TARGET_ANNOTATION] == "node-2"
+    assert p["metadata"]["annotations"][node_facts.TARGET_ANNOTATION] == "node-2"
     assert p["metadata"]["labels"]["kubevirt.io/vmi-name"] == "vm-1"
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
 
@@ -175,8 +177,8 @@ def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
 def test_a_refused_action_is_a_failed_attempt() -> None:
     kube = _ActionKube([(500, b"The target node is non-migratable")])
     writer = _Writer()
-    with pytest.raises(steps.NodeLoopError, match="non-migratable"):
-        steps._migrate_all(kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
+    with pytest.raises(node_kube.NodeLoopError, match="non-migratable"):
+        node_migrations.migrate_all(kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
                            {"migrated": []}, target_aware=True, concurrency=2, retries=0,
                            migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)
     assert writer.failed[0][:3] == ("node-1", "PreDrainFailed", "MigrationFailed")

@@ -8,8 +8,11 @@ import pytest
 
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 
-steps = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps")
+_MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+node_job = pytest.importorskip(f"{_MU}.node_job")
+node_migrations = pytest.importorskip(f"{_MU}.node_migrations")
+node_phase = pytest.importorskip(f"{_MU}.node_phase")
+node_safety = pytest.importorskip(f"{_MU}.node_safety")
 kube_mod = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube")
 
@@ -41,28 +44,28 @@ def rep(vol_name: str, node: str, running: bool = True) -> dict[str, Any]:
 
 
 def test_volume_safety() -> None:
-    assert steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n2")]) is None
-    assert steps._volume_at_risk(vol("a", "degraded", "detached"), "n1", []) is None
+    assert node_safety.volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n2")]) is None
+    assert node_safety.volume_at_risk(vol("a", "degraded", "detached"), "n1", []) is None
     # no replica information: any attached volume holds the node, healthy or not
-    assert "no healthy replica off node n1" in steps._volume_at_risk(vol("a", "degraded"),
+    assert "no healthy replica off node n1" in node_safety.volume_at_risk(vol("a", "degraded"),
                                                                      "n1", [])
-    assert steps._volume_at_risk(vol("a", "healthy"), "n1", []) is not None
+    assert node_safety.volume_at_risk(vol("a", "healthy"), "n1", []) is not None
     # a healthy replica survives elsewhere: safe
-    assert steps._volume_at_risk(vol("a", "degraded"), "n1",
+    assert node_safety.volume_at_risk(vol("a", "degraded"), "n1",
                                  [rep("a", "n1"), rep("a", "n2")]) is None
     # the only healthy replica is on this node: unsafe
-    assert steps._volume_at_risk(vol("a", "degraded"), "n1",
+    assert node_safety.volume_at_risk(vol("a", "degraded"), "n1",
                                  [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
 
 
 def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> None:
     # robustness says healthy (its full count of healthy replicas), but all of them sit on
     # the node being drained: draining it takes the volume's data path away
-    why = steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), rep("a", "n1")])
+    why = node_safety.volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), rep("a", "n1")])
     assert why is not None and "only healthy replica" in why and "n1" in why
     failed = rep("a", "n2")
     failed["spec"]["failedAt"] = "2026-01-01T00:00:00Z"
-    assert steps._volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), failed])
+    assert node_safety.volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), failed])
 
 
 class FakeKube:
@@ -97,28 +100,28 @@ def test_wait_volumes_safe_fails_when_longhorn_cannot_be_read(kind: str) -> None
     kube = FakeKube({"Volume": [vol("a", "healthy")], "Replica": [rep("a", "n2")]},
                     {kind: FORBIDDEN})
     with pytest.raises(kube_mod.NodeLoopError, match="Volumes and Replicas.*forbidden"):
-        steps.wait_volumes_safe(kube, "n1", 0)
+        node_safety.wait_volumes_safe(kube, "n1", 0)
 
 
 def test_wait_volumes_safe_fails_when_longhorn_crd_missing_on_harvester() -> None:
     kube = FakeKube({}, {"Volume": UNSERVED})
     with pytest.raises(kube_mod.NodeLoopError, match="not served.*ships Longhorn"):
-        steps.wait_volumes_safe(kube, "n1", 0)
+        node_safety.wait_volumes_safe(kube, "n1", 0)
     # a cluster without Harvester's CRDs has no Longhorn to protect either
-    assert steps.wait_volumes_safe(FakeKube({}, {"Volume": UNSERVED}, harvester=False),
+    assert node_safety.wait_volumes_safe(FakeKube({}, {"Volume": UNSERVED}, harvester=False),
                                    "n1", 0)["waited"] is False
 
 
 def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
     kube = FakeKube({"Volume": [vol("a", "healthy")]}, {"Engine": FORBIDDEN})
     with pytest.raises(kube_mod.NodeLoopError, match="Engines and Volumes.*forbidden"):
-        steps._engines_settled(kube)
+        node_job._engines_settled(kube)
     with pytest.raises(kube_mod.NodeLoopError, match="Engines, Volumes and Replicas"):
-        steps._volumes_to_skip(kube, "n1")
+        node_job._volumes_to_skip(kube, "n1")
     kube = FakeKube({}, {"Engine": UNSERVED})
     with pytest.raises(kube_mod.NodeLoopError, match="not served"):
-        steps._engines_settled(kube)
-    assert steps._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
+        node_job._engines_settled(kube)
+    assert node_job._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
 
 
 def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
@@ -132,18 +135,18 @@ def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
                 "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
     pods = [pod("web-1", {"app": "web"}), pod("launcher", {"kubevirt.io": "virt-launcher"}),
             pod("ds", {"app": "web"}, owner="DaemonSet")]
-    blocked = steps._pdb_blocking([pdb], pods, "n1")
+    blocked = node_safety._pdb_blocking([pdb], pods, "n1")
     assert blocked == ["PodDisruptionBudget default/web allows no disruption of pod web-1"]
     pdb["status"]["disruptionsAllowed"] = 1
-    assert steps._pdb_blocking([pdb], pods, "n1") == []
+    assert node_safety._pdb_blocking([pdb], pods, "n1") == []
 
 
 def test_job_outcome() -> None:
-    assert steps._job_outcome(None)[0] == "absent"
-    assert steps._job_outcome({"status": {}})[0] == "running"
-    assert steps._job_outcome({"status": {"conditions": [
+    assert node_job._job_outcome(None)[0] == "absent"
+    assert node_job._job_outcome({"status": {}})[0] == "running"
+    assert node_job._job_outcome({"status": {"conditions": [
         {"type": "Complete", "status": "True"}]}})[0] == "complete"
-    assert steps._job_outcome({"status": {"conditions": [
+    assert node_job._job_outcome({"status": {"conditions": [
         {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
          "message": "Job has reached the specified backoff limit"}]}}) == (
         "failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
@@ -161,7 +164,7 @@ def test_job_shape_follows_protocol() -> None:
                                            "kubernetes": "v1.32.7+rke2r1",
                                            "harvester": "v1.6.0"}}}
     w = kube_mod.PlanWriter(_FakeKube(), plan)  # type: ignore[arg-type]
-    job = steps.job_body(w, "post-drain", "node-1")
+    job = node_job.job_body(w, "post-drain", "node-1")
     assert job["metadata"]["name"] == "hvst-upgrade-x-node-upgrade-post-drain-node-1"
     assert job["metadata"]["namespace"] == "harvester-system"
     labels = job["metadata"]["labels"]
@@ -176,7 +179,7 @@ def test_job_shape_follows_protocol() -> None:
     assert c["name"] == "apply" and c["image"] == "rancher/harvester-upgrade-toolkit:main-head"
     assert c["command"] == ["upgrade_node.sh"] and c["args"] == ["post-drain"]
     assert {t["key"] for t in pod["tolerations"]} >= {"kubevirt.io/drain"}
-    assert len(steps.job_name("p" * 50, "single-node-upgrade", "node-1")) <= 63
+    assert len(node_job.job_name("p" * 50, "single-node-upgrade", "node-1")) <= 63
 
 
 @pytest.mark.parametrize(("phase", "ok"), [
@@ -185,10 +188,10 @@ def test_job_shape_follows_protocol() -> None:
 def test_phase_gate(phase: str, ok: bool) -> None:
     plan = {"metadata": {"name": "p"}, "status": {"currentPhase": phase}}
     if ok:
-        assert steps.check_phase(plan) == phase
+        assert node_phase.check_phase(plan) == phase
     else:
         with pytest.raises(kube_mod.NodeLoopError):
-            steps.check_phase(plan)
+            node_phase.check_phase(plan)
 
 
 def test_node_kube_is_the_shared_client_with_create_in() -> None:
@@ -277,7 +280,7 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     kube = _MigrationKube([("node-1", None), ("node-1", "Running"),
                            ("node-1", "Succeeded"), ("node-2", "Succeeded")])
     result: dict[str, Any] = {"migrated": []}
-    steps._migrate_all(kube, _Writer(), "node-1", plan, [], result,  # type: ignore[arg-type]
+    node_migrations.migrate_all(kube, _Writer(), "node-1", plan, [], result,  # type: ignore[arg-type]
                        target_aware=True, concurrency=2, retries=0, migration_timeout=900,
                        timeout=60)
     assert kube.decided_at == 3
@@ -310,17 +313,17 @@ class _NodesKube:
         done = pred(view)
         if done:
             return done
-        raise steps.WaitTimeout(what, timeout, describe(view))
+        raise kube_mod.WaitTimeout(what, timeout, describe(view))
 
 
 def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
     kube = _NodesKube([_node("n1", "Unknown"), _node("n2")], [])
-    assert steps.wait_nodes_ready(kube, "n1", 10) == {"waited": False}   # the node itself
+    assert node_safety.wait_nodes_ready(kube, "n1", 10) == {"waited": False}   # the node itself
     assert kube.waited == []
     kube = _NodesKube([_node("n1"), _node("n2"), _node("n3", "Unknown")],
                       [_node("n1"), _node("n2"), _node("n3")])
-    assert steps.wait_nodes_ready(kube, "n2", 10) == {"waited": True}
+    assert node_safety.wait_nodes_ready(kube, "n2", 10) == {"waited": True}
     assert kube.waited == ["every other node to be Ready before node n2 goes down"]
     kube = _NodesKube([_node("n1"), _node("n3", "Unknown")], [_node("n1"), _node("n3", "False")])
-    with pytest.raises(steps.WaitTimeout, match="not Ready: n3"):
-        steps.wait_nodes_ready(kube, "n1", 10)
+    with pytest.raises(kube_mod.WaitTimeout, match="not Ready: n3"):
+        node_safety.wait_nodes_ready(kube, "n1", 10)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-steps = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_steps")
+_MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+node_kube = pytest.importorskip(f"{_MU}.node_kube")
+node_phase = pytest.importorskip(f"{_MU}.node_phase")
 manifests = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.manifests")
 phase_image_cleanup = pytest.importorskip(
@@ -63,7 +64,7 @@ def cluster(generation: int = 3, version: str = "v1.32.4+rke2r1") -> dict[str, A
 
 def test_one_patch_with_version_generation_and_strategy() -> None:
     kube, writer = Kube(cluster()), Writer()
-    out = steps.start_rancher_upgrade(kube, writer)
+    out = node_phase.start_rancher_upgrade(kube, writer)
     assert out["changed"] and out["provisionGeneration"] == 4
     assert kube.patches == [{"spec": {"kubernetesVersion": K8S, "rkeConfig": {
         "provisionGeneration": 4, "upgradeStrategy": manifests.upgrade_strategy()}}}]
@@ -73,8 +74,8 @@ def test_one_patch_with_version_generation_and_strategy() -> None:
 
 def test_recorded_generation_means_no_second_patch() -> None:
     kube, writer = Kube(cluster()), Writer()
-    steps.start_rancher_upgrade(kube, writer)
-    again = steps.start_rancher_upgrade(kube, writer)   # the resumed run
+    node_phase.start_rancher_upgrade(kube, writer)
+    again = node_phase.start_rancher_upgrade(kube, writer)   # the resumed run
     assert not again["changed"] and len(kube.patches) == 1
     assert kube.cluster["spec"]["rkeConfig"]["provisionGeneration"] == 4
 
@@ -83,27 +84,27 @@ def test_run_stopped_after_patch_before_status_does_not_bump_again() -> None:
     c = cluster(generation=4, version=K8S.replace("+", "-"))
     c["spec"]["rkeConfig"]["upgradeStrategy"] = manifests.upgrade_strategy()
     kube, writer = Kube(c), Writer()
-    out = steps.start_rancher_upgrade(kube, writer)
+    out = node_phase.start_rancher_upgrade(kube, writer)
     assert kube.patches == [] and writer.plan["status"]["provisionGeneration"] == 4
     assert out["provisionGeneration"] == 4
 
 
 def test_check_mode_writes_nothing() -> None:
     kube, writer = Kube(cluster(), check_mode=True), Writer()
-    out = steps.start_rancher_upgrade(kube, writer)
+    out = node_phase.start_rancher_upgrade(kube, writer)
     assert out["changed"] and kube.patches == []
     assert "provisionGeneration" not in writer.plan["status"]
 
 
 def test_single_node_plan_is_not_patched() -> None:
     kube, writer = Kube(cluster()), Writer({"singleNode": "n1"})
-    assert not steps.start_rancher_upgrade(kube, writer)["changed"]
+    assert not node_phase.start_rancher_upgrade(kube, writer)["changed"]
     assert kube.patches == []
 
 
 def test_missing_rancher_cluster_is_an_error() -> None:
-    with pytest.raises(steps.NodeLoopError, match="fleet-local/local not found"):
-        steps.start_rancher_upgrade(Kube(None), Writer())
+    with pytest.raises(node_kube.NodeLoopError, match="fleet-local/local not found"):
+        node_phase.start_rancher_upgrade(Kube(None), Writer())
 
 
 PLAN = {"metadata": {"name": "p", "uid": "u", "annotations": {}},

@@ -184,7 +184,12 @@ def suc_plan(plan: dict[str, Any], component: str, args: list[str], concurrency:
              command: list[str] | None = None) -> dict[str, Any]:
     """system-upgrade-controller Plan ``<plan>-<component>`` running ``upgrade_node.sh``
     (or ``command``). SUC's ``ContainerSpec`` names its env list ``envs``
-    (pkg/apis/upgrade.cattle.io/v1/types.go); an ``env`` field would be dropped."""
+    (pkg/apis/upgrade.cattle.io/v1/types.go); an ``env`` field would be dropped.
+    ``jobActiveDeadlineSecs`` is written as upgrade-toolkit's ``constructPlan`` writes it,
+    ``0`` (no deadline) unless ``deadline_seconds`` says otherwise: left unset, SUC gives
+    each Job its own default deadline (600 s), which a slow image pull on a big cluster
+    outlives, and a Job failed on its deadline fails the phase. A negative
+    ``deadline_seconds`` leaves the field unset (the controller's default)."""
     name = f"{plan_name(plan)}-{component}"
     upgrade: dict[str, Any] = {
         "image": toolkit_repo(plan),
@@ -202,7 +207,7 @@ def suc_plan(plan: dict[str, Any], component: str, args: list[str], concurrency:
         "upgrade": upgrade,
         "version": toolkit_tag(plan),
     }
-    if deadline_seconds:
+    if deadline_seconds >= 0:
         spec["jobActiveDeadlineSecs"] = deadline_seconds
     return {"apiVersion": c.SUC_PLAN[0], "kind": c.SUC_PLAN[1],
             "metadata": _meta(plan, name, component, c.SUC_NS), "spec": spec}

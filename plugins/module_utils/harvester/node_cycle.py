@@ -1,10 +1,11 @@
 """One node's whole upgrade in one process (module ``node_cycle``, ``node_upgrade_mode: node``).
 
-The step-by-step role (``roles/node_upgrade/tasks/multi_node.yml``) runs each step of
-:mod:`node_steps` in its own module process; every task boundary costs a fork, an AnsiballZ
-start, the ``kubernetes`` import, API discovery, a lock renewal and a re-read of the plan and of
-the cluster's nodes/machines/secrets/VMIs (docs/performance.md). :func:`run_cycle` calls the
-very same step functions, in the same order and with the same conditions, in one process:
+The step-by-step role (``roles/node_upgrade/tasks/multi_node.yml``) runs each step in its own
+module process; every task boundary costs a fork, an AnsiballZ start, the ``kubernetes``
+import, API discovery, a lock renewal and a re-read of the plan and of the cluster's
+nodes/machines/secrets/VMIs (docs/performance.md). :func:`run_cycle` runs the same steps
+(:mod:`node_step_order`: one table for both paths), calling the same step functions with the
+same conditions, in one process:
 
 * one :class:`CycleKube` (discovery once), the upgrade lock taken once (its renewal thread
   renews it when a third of the lease is gone, not per step);
@@ -35,7 +36,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_steps,
+    node_evacuation,
+    node_facts,
+    node_gate,
+    node_head_start,
+    node_hooks,
+    node_job,
+    node_kube,
+    node_restore,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_step_order as order,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
@@ -466,56 +477,155 @@ def _evac_text(res: dict[str, Any]) -> str:
 
 
 def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> dict[str, Any]:
-    """Gate, pause check, then the node's steps in the role's order; see the module doc.
+    """The steps of :mod:`node_step_order` in its order: the gate and pause check, then the
+    node's path (multi-node or single-node); see the module doc.
 
     Returns the module result (without ``steps``/``summary``, which the caller adds from
     ``cycle`` also on failure)."""
     node = p.node
-    s = node_steps
     result: dict[str, Any] = {"node": node, "done": False, "paused": False, "passed": False,
                               "migrated": [], "shutdown": [], "restored": [], "failed": []}
-    if writer.node_state(node) != "PostDrained" and node not in s.paused_nodes(writer.plan):
+    if writer.node_state(node) != "PostDrained" and \
+            node not in node_gate.paused_nodes(writer.plan):
         # most likely worked on: the gate's own reads (all VMIs for the facts) and the other
         # sets are listed side by side from now on (not for a node the plan says is done)
         kube.prefetch(wait=False)
-    gate = cycle.run("gate", kube, lambda: s.gate(kube, writer, p.batch or [node], node),
-                     lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
-                               f"{r['expected']} ({r['why']})")
-    result.update(todo=gate["todo"], expected=gate["expected"])
-    if node in gate["done"]:
-        result["done"] = True
-        return result
-    pause = cycle.run("pause", kube, lambda: s.wait_unpaused(kube, writer, node,
-                                                             p.pause_timeout),
-                      lambda r: "paused (pauseNodes)" if r["paused"] else "not paused")
-    if pause["paused"]:
-        result["paused"] = True
-        return result
+    for step in order.GATE:
+        if RUNNERS[step.name](kube, writer, p, cycle, result, step):
+            return result
     kube.prefetch()   # this node is worked on: every set its steps read is listed
     if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
-        ev = cycle.run("evacuate", kube, lambda: s.evacuate(
+        ev = cycle.run("evacuate", kube, lambda: node_evacuation.evacuate(
             kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),
             lambda r: f"would migrate {len((r.get('plan') or {}).get('migrate') or [])}, "
                       f"shut down {len(r.get('shutdown') or [])}")
         result["evacuation"] = ev.get("plan")
         return result
-    if p.single_node:
-        _single(kube, writer, p, cycle, result)
-    else:
-        _multi(kube, writer, p, cycle, result)
+    for step in order.path(p.single_node):
+        if step.resume_skip and result["passed"]:
+            cycle.skip(step.name, "node already past pre-drain")
+            continue
+        RUNNERS[step.name](kube, writer, p, cycle, result, step)
     return result
 
 
+# One runner per step name of node_step_order: the step's call in this process, how the
+# module result reports it, and whether the node's cycle ends there (True).
+Runner = Callable[[CycleKube, PlanWriter, Params, Cycle, dict[str, Any], order.Step], bool]
+
+
+def _gate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+          result: dict[str, Any], step: order.Step) -> bool:
+    node = p.node
+    gate = cycle.run(step.name, kube, lambda: node_gate.gate(kube, writer, p.batch or [node],
+                                                             node),
+                     lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
+                               f"{r['expected']} ({r['why']})")
+    result.update(todo=gate["todo"], expected=gate["expected"])
+    if node in gate["done"]:
+        result["done"] = True
+        return True
+    return False
+
+
+def _pause(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+           result: dict[str, Any], step: order.Step) -> bool:
+    pause = cycle.run(step.name, kube, lambda: node_gate.wait_unpaused(
+        kube, writer, p.node, p.pause_timeout),
+        lambda r: "paused (pauseNodes)" if r["paused"] else "not paused")
+    if pause["paused"]:
+        result["paused"] = True
+        return True
+    return False
+
+
+def _await_pre_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                     result: dict[str, Any], step: order.Step) -> bool:
+    pre = cycle.run(step.name, kube, lambda: node_hooks.await_hook(
+        kube, writer, p.node, "pre-drain", p.hook_timeout, p.batch or [p.node]),
+        lambda r: "already past it (resumed)" if r.get("passed") else "Rancher asks to drain")
+    result["passed"] = bool(pre.get("passed"))
+    return False
+
+
 def _evacuate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
-              result: dict[str, Any], shutdown_all: bool) -> None:
-    res = cycle.run("evacuate", kube, lambda: node_steps.evacuate(
+              result: dict[str, Any], step: order.Step) -> bool:
+    res = cycle.run(step.name, kube, lambda: node_evacuation.evacuate(
         kube, writer, p.node, target_aware=p.target_aware, concurrency=p.concurrency,
         retries=p.retries, migration_timeout=p.migration_timeout, timeout=p.evacuation_timeout,
-        volume_timeout=p.volume_timeout, pdb_timeout=p.pdb_timeout, shutdown_all=shutdown_all,
+        volume_timeout=p.volume_timeout, pdb_timeout=p.pdb_timeout,
+        shutdown_all=bool(step.args.get("shutdown_all")),
         shutdown_timeout=p.shutdown_timeout), _evac_text)
     result["evacuation"] = res.get("plan")
     result["migrated"] = res.get("migrated") or []
     result["shutdown"] = res.get("shutdown") or []
+    return False
+
+
+def _answer_pre_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                      result: dict[str, Any], step: order.Step) -> bool:
+    cycle.run(step.name, kube, lambda: node_hooks.answer_hook(
+        kube, writer, p.node, "pre-drain", job_timeout=p.job_timeout,
+        safety_timeout=p.volume_timeout),
+        lambda r: "already answered" if not r.get("changed") else "pre-drain Job done, answered")
+    return False
+
+
+def _await_post_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                      result: dict[str, Any], step: order.Step) -> bool:
+    cycle.run(step.name, kube, lambda: node_hooks.await_hook(
+        kube, writer, p.node, "post-drain", p.hook_timeout),
+        lambda r: "already past it (resumed)" if r.get("passed") else "drained, RKE2 applied")
+    return False
+
+
+def _os_upgrade(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                result: dict[str, Any], step: order.Step) -> bool:
+    cycle.run(step.name, kube, lambda: node_job.run_node_job(
+        kube, writer, p.node, str(step.args["type"]), job_timeout=p.job_timeout,
+        node_timeout=p.node_timeout),
+        lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
+        else "already upgraded")
+    return False
+
+
+def _answer_post_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                       result: dict[str, Any], step: order.Step) -> bool:
+    cycle.run(step.name, kube, lambda: node_hooks.answer_hook(
+        kube, writer, p.node, "post-drain"),
+        lambda r: "already answered" if not r.get("changed") else "answered")
+    return False
+
+
+def _await_release(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                   result: dict[str, Any], step: order.Step) -> bool:
+    cycle.run(step.name, kube, lambda: node_hooks.await_release(
+        kube, writer, p.node, p.release_timeout),
+        lambda r: "uncordoned, annotations cleared, kubelet current")
+    return False
+
+
+def _restore(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+             result: dict[str, Any], step: order.Step) -> bool:
+    """Multi-node, head start on, one node per batch: the restore runs around the next
+    node's head start (:func:`_restore_around_head_start`); otherwise on its own."""
+    if not p.single_node and p.head_start and p.play and p.target_aware and \
+            len(p.batch or [p.node]) <= 1:
+        _restore_around_head_start(kube, writer, p, cycle, result)
+        return False
+    res = cycle.run(step.name, kube, lambda: _restored(p, node_restore.restore_vms(
+        kube, writer, p.node, timeout=p.restore_timeout, force=p.restore)), _restore_text)
+    result["restored"], result["failed"] = res["restored"], res["failed"]
+    return False
+
+
+RUNNERS: dict[str, Runner] = {
+    "gate": _gate, "pause": _pause, "await pre-drain": _await_pre_drain,
+    "evacuate": _evacuate, "answer pre-drain": _answer_pre_drain,
+    "await post-drain": _await_post_drain, "os upgrade": _os_upgrade,
+    "answer post-drain": _answer_post_drain, "await release": _await_release,
+    "restore": _restore,
+}
 
 
 def _restore_text(r: dict[str, Any]) -> str:
@@ -526,15 +636,8 @@ def _restore_text(r: dict[str, Any]) -> str:
 
 def _restored(p: Params, res: dict[str, Any]) -> dict[str, Any]:
     if res["failed"] and p.restore_fail_on_error:
-        raise node_steps.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
+        raise node_kube.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
     return res
-
-
-def _restore(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
-             result: dict[str, Any]) -> None:
-    res = cycle.run("restore", kube, lambda: _restored(p, node_steps.restore_vms(
-        kube, writer, p.node, timeout=p.restore_timeout, force=p.restore)), _restore_text)
-    result["restored"], result["failed"] = res["restored"], res["failed"]
 
 
 def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
@@ -548,12 +651,12 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
 
     The play's last node (no other node left, and ``restore_fail_on_error`` off): nobody
     waits for its VMs here; they are marked and boot while ImageCleanup runs, and Finalize
-    awaits them (:func:`node_steps.await_marked_restores`) before it marks the plan
+    awaits them (:func:`node_restore.await_marked_restores`) before it marks the plan
     Succeeded."""
-    s, node = node_steps, p.node
-    last = not p.restore_fail_on_error and not s.others_left(
-        s.cluster_facts(kube, writer.plan), node, p.play)
-    started = cycle.run("restore start", kube, lambda: s.start_restores(
+    node = p.node
+    last = not p.restore_fail_on_error and not node_facts.others_left(
+        node_facts.cluster_facts(kube, writer.plan), node, p.play)
+    started = cycle.run("restore start", kube, lambda: node_restore.start_restores(
         kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait, mark=last),
         lambda r: (f"{len(r['starting'])} VM(s) asked to start"
                    + ("" if r["scheduled"] else ", not all scheduled yet")
@@ -570,55 +673,20 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     else:
         cycle.skip("head start", "restored VMs not scheduled yet; the next node's own cycle "
                                  "evacuates it")
-    res = cycle.run("restore", kube, lambda: _restored(p, s.await_restores(
+    res = cycle.run("restore", kube, lambda: _restored(p, node_restore.await_restores(
         kube, writer, node, started, timeout=p.restore_timeout)), _restore_text)
     result["restored"], result["failed"] = res["restored"], res["failed"]
 
 
-def _multi(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
-           result: dict[str, Any]) -> None:
-    s, node = node_steps, p.node
-    pre = cycle.run("await pre-drain", kube, lambda: s.await_hook(
-        kube, writer, node, "pre-drain", p.hook_timeout, p.batch or [node]),
-        lambda r: "already past it (resumed)" if r.get("passed") else "Rancher asks to drain")
-    result["passed"] = bool(pre.get("passed"))
-    if pre.get("passed"):
-        cycle.skip("evacuate", "node already past pre-drain")
-    else:
-        _evacuate(kube, writer, p, cycle, result, shutdown_all=False)
-    cycle.run("answer pre-drain", kube, lambda: s.answer_hook(
-        kube, writer, node, "pre-drain", job_timeout=p.job_timeout,
-        safety_timeout=p.volume_timeout),
-        lambda r: "already answered" if not r.get("changed") else "pre-drain Job done, answered")
-    cycle.run("await post-drain", kube, lambda: s.await_hook(
-        kube, writer, node, "post-drain", p.hook_timeout),
-        lambda r: "already past it (resumed)" if r.get("passed") else "drained, RKE2 applied")
-    cycle.run("os upgrade", kube, lambda: s.run_node_job(
-        kube, writer, node, "post-drain", job_timeout=p.job_timeout,
-        node_timeout=p.node_timeout),
-        lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
-        else "already upgraded")
-    cycle.run("answer post-drain", kube, lambda: s.answer_hook(kube, writer, node,
-                                                               "post-drain"),
-              lambda r: "already answered" if not r.get("changed") else "answered")
-    cycle.run("await release", kube, lambda: s.await_release(kube, writer, node,
-                                                             p.release_timeout),
-              lambda r: "uncordoned, annotations cleared, kubelet current")
-    if p.head_start and p.play and p.target_aware and len(p.batch or [node]) <= 1:
-        _restore_around_head_start(kube, writer, p, cycle, result)
-    else:
-        _restore(kube, writer, p, cycle, result)
-
-
 def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
                 result: dict[str, Any]) -> None:
-    """Start the evacuation of the node Rancher drains next (node_steps.head_start). A
+    """Start the evacuation of the node Rancher drains next (node_head_start.head_start). A
     failure here fails nothing: that node's own cycle does the whole evacuation anyway."""
     try:
-        res = cycle.run("head start", kube, lambda: node_steps.head_start(
+        res = cycle.run("head start", kube, lambda: node_head_start.head_start(
             kube, writer, p.node, p.play, wait=p.head_start_wait,
             shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish),
-            node_steps.head_start_text)
+            node_head_start.head_start_text)
     except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
         cycle.steps[-1]["status"] = "skipped"
         cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \
@@ -626,14 +694,3 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
         return
     keys = ("next", "started", "stopping", "why", "answered", "migrated", "job")
     result["head_start"] = {k: res.get(k) for k in keys}
-
-
-def _single(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
-            result: dict[str, Any]) -> None:
-    _evacuate(kube, writer, p, cycle, result, shutdown_all=True)
-    cycle.run("os upgrade", kube, lambda: node_steps.run_node_job(
-        kube, writer, p.node, "single-node-upgrade", job_timeout=p.job_timeout,
-        node_timeout=p.node_timeout),
-        lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
-        else "already upgraded")
-    _restore(kube, writer, p, cycle, result)

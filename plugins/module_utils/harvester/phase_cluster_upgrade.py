@@ -28,7 +28,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
 def cluster_upgrade(ctx: Context) -> Step:
     """Job ``<plan>-cluster-upgrade`` (``upgrade_manifests.sh``). The Rancher cluster is not
     touched here: its kubernetesVersion, provisionGeneration and upgradeStrategy are written
-    together when NodeUpgrade begins (node_steps.start_rancher_upgrade)."""
+    together when NodeUpgrade begins (node_phase.start_rancher_upgrade)."""
     sa = ctx.kube.get(*c.SERVICE_ACCOUNT, "harvester", c.UPGRADE_NS)
     ctx.ensure(manifests.cluster_upgrade_job(ctx.plan, "harvester" if sa else None))
     name = f"{ctx.name}-cluster-upgrade"

@@ -22,15 +22,16 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    node_kube as nk,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_evacuation,
     node_order,
-    node_steps,
+    node_restore,
     phase_finalize,
     phases,
     plan_status,
     plan_writer,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_kube as nk,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
@@ -118,12 +119,12 @@ def abort(kube: Kube, plan: dict[str, Any], message: str, *, check_mode: bool = 
         if check_mode:
             actions.append(f"would restore VMs of {node}")
             continue
-        res = node_steps.restore_vms(nkube, nwriter, node, timeout=restore_timeout, force=True)
+        res = node_restore.restore_vms(nkube, nwriter, node, timeout=restore_timeout, force=True)
         if res.get("restored") or res.get("failed"):
             actions.append(f"restore VMs of {node}: {len(res.get('restored') or [])} "
                            f"started, failed: {res.get('failed') or []}")
     # those the node loop asked to start without waiting (the last node's): awaited, unmarked
-    actions += node_steps.await_marked_restores(nkube, nwriter, restore_timeout)["lines"]
+    actions += node_restore.await_marked_restores(nkube, nwriter, restore_timeout)["lines"]
     busy = rancher_mid_node(kube)
     for node in kube.list(*c.NODE):
         n = node["metadata"]["name"]
@@ -132,7 +133,7 @@ def abort(kube: Kube, plan: dict[str, Any], message: str, *, check_mode: bool = 
             if busy:
                 actions.append(f"left the kubevirt.io/drain taint on {n}: Rancher is "
                                f"mid-node ({', '.join(busy)} has pre-drain)")
-            elif node_steps.untaint_node(nkube, n):
+            elif node_evacuation.untaint_node(nkube, n):
                 actions.append(f"{'would remove' if check_mode else 'removed'} "
                                f"the kubevirt.io/drain taint from {n}")
 

@@ -12,7 +12,7 @@ has no way forward from there (reference §G: "no resume"); the collection's is:
   that failed (:func:`node_resets`; forward-only node states are bypassed here, and only here),
   the failed/unfinished node Jobs of those nodes deleted so they run again
   (:func:`stale_node_jobs`). A node already upgraded keeps ``PostDrained`` and is not touched
-  again; a node that is on the new OS is never given a Job (``node_steps.run_node_job``).
+  again; a node that is on the new OS is never given a Job (``node_job.run_node_job``).
 * :func:`not_at_release` — what keeps the cluster from being up to date although no Version is
   newer than ``server-version``: the newest plan to the running release not ``Succeeded``, a
   node whose OS or kubelet is not the release's, Rancher's cluster not ``Updated``.

@@ -1,0 +1,251 @@
+"""The head start: once a node is done, start the evacuation of the node Rancher drains next
+(and, time allowing, answer its pre-drain and start its OS upgrade) so that node's own cycle
+finds the work begun. Nothing here fails the plan; whatever is not done, that node's cycle
+does (it adopts what was started, as on a resume)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_evacuation import (
+    evacuate,
+    no_shutdown_event,
+    taint_node,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
+    RUN_ANNOTATION,
+    VMI_API,
+    VMIM_KIND,
+    active_vmi,
+    cluster_facts,
+    hook_names,
+    others_left,
+    run_id,
+    secret_ann,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_gate import (
+    gate,
+    paused_nodes,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_hooks import (
+    answer_hook,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_job import (
+    run_node_job,
+    run_pre_drain_job,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    FLEET_NS,
+    NODE_LABEL,
+    Kube,
+    NodeLoopError,
+    PlanWriter,
+    Source,
+    WaitTimeout,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
+    count_ours,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_phase import (
+    check_phase,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
+    wait_nodes_ready,
+    wait_pdbs,
+    wait_volumes_safe,
+)
+
+
+def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
+               shutdown_timeout: float = 600, finish: float = 0) -> dict[str, Any]:
+    """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
+    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
+    ``PreDraining``, ask its non-migratable VMs to stop, create its planned migrations — and
+    return without waiting. That node's own cycle then adopts what was started (its
+    evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
+    by an action within the watch latency instead of after the play's hand-over to the next
+    host. Nothing is started for a paused node, a node the gate would refuse, a node
+    Longhorn or a PDB makes wait, or a node outside the play; nothing here fails the plan.
+
+    ``finish`` > 0: then wait up to that many seconds for the node's VMs to be off it (every
+    migration succeeded, every stop done) and answer its pre-drain as its own cycle would
+    (:func:`finish_head_start`), then start its OS upgrade Job once Rancher drained it; the
+    hand-over to the next host then overlaps the OS install and reboot instead of delaying the
+    answer and the Job. Anything short of that is left to the node's own cycle.
+
+    Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated",
+    "job"}``."""
+    out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
+                           "stopping": [], "answered": False, "migrated": [], "job": ""}
+    plan = writer.refresh()
+    check_phase(plan)
+    facts = cluster_facts(kube, plan)
+    pre_hook, _post_hook = hook_names(kube)
+    if not others_left(facts, node, play):
+        return {**out, "why": "no other node of the play is left to upgrade"}
+    by_secret = {f["machine_plan_secret"]: f for f in facts if f["machine_plan_secret"]}
+
+    def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        for key, sec in view["Secret"].items():
+            f = by_secret.get(key.split("/", 1)[1])
+            ann = secret_ann(sec)
+            if f and f["name"] != node and ann.get(no.PRE_DRAIN) and \
+                    ann.get(pre_hook) != ann.get(no.PRE_DRAIN):
+                return {"node": f["name"], "secret": f["machine_plan_secret"]}
+        return None
+
+    try:
+        found = kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=wait,
+                          what="Rancher's pre-drain on the next node")
+    except WaitTimeout:
+        return {**out, "why": f"Rancher asked to drain no other node within {wait:g}s"}
+    nxt = found["node"]
+    out["next"] = nxt
+    if nxt not in play:
+        return {**out, "why": f"Rancher drains {nxt}, which is not a host of this play"}
+    if nxt in paused_nodes(writer.plan):
+        return {**out, "why": f"{nxt} is paused (pauseNodes)"}
+    try:
+        g = gate(kube, writer, [nxt], nxt)
+    except NodeLoopError as exc:
+        return {**out, "why": str(exc)}
+    if nxt not in g["todo"] or g.get("restore_only"):
+        return {**out, "why": f"{nxt} has nothing to evacuate ({g['why']})"}
+    out["changed"] = writer.set_node_state(nxt, "PreDraining")
+    res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True)
+    out["changed"] |= bool(res.get("changed"))
+    out["started"] = res.get("started") or []
+    out["stopping"] = res.get("shutdown") or []
+    out["why"] = res.get("deferred") or res.get("skipped") or res.get("partial") or ""
+    if finish > 0 and not out["why"]:
+        fin = finish_head_start(kube, writer, nxt, found["secret"], finish,
+                                stopped=bool(out["stopping"]))
+        out["changed"] |= fin["changed"]
+        out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"],
+                   job=fin["job"])
+    return out
+
+
+def head_start_text(r: dict[str, Any]) -> str:
+    """One line saying what :func:`head_start` (or :func:`first_head_start`) did."""
+    done = ""
+    if r.get("answered"):
+        done = "its pre-drain answered" + (", its OS upgrade started" if r.get("job") else "")
+    if r.get("started") or r.get("stopping"):
+        return (f"{len(r['started'])} migration(s) started off {r['next']}, "
+                f"{len(r['stopping'])} VM(s) asked to stop"
+                + (f"; {len(r['migrated'])} migrated, {done}" if done else "")
+                + (f" ({r['why']})" if r.get("why") else ""))
+    if done:
+        return f"nothing to move off {r['next']}; {done}"
+    return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
+
+
+def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, timeout: float,
+                      *, stopped: bool = False) -> dict[str, Any]:
+    """The end of ``node``'s evacuation after :func:`head_start` started it (``secret``: its
+    machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
+    on the node, then — Longhorn and the PDBs allowing it now, the plan still in
+    NodeUpgrading — taint the node and answer Rancher's pre-drain (node ``PreDrained``),
+    exactly what the node's own :func:`evacuate` and :func:`answer_hook` do next; then, time
+    left, start its OS upgrade once Rancher drained it (:func:`_start_os_upgrade`). Gives up,
+    changing nothing, when time runs out, when one of this run's migrations off the node
+    failed (the node's own cycle retries it, counting the attempt) or when a check would make
+    the evacuation wait; never fails the plan.
+
+    Returns ``{"changed", "answered", "migrated", "why", "job"}``."""
+    out: dict[str, Any] = {"changed": False, "answered": False, "migrated": [], "why": "",
+                           "job": ""}
+    deadline = time.monotonic() + timeout
+    run = run_id()
+    labels = {**writer.labels("node-upgrade"), NODE_LABEL: node}
+    sel = ",".join(f"{k}={v}" for k, v in labels.items())
+
+    def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        for m in view[VMIM_KIND].values():
+            md = m.get("metadata") or {}
+            if (md.get("annotations") or {}).get(RUN_ANNOTATION) == run and \
+                    (m.get("status") or {}).get("phase") == "Failed":
+                return {"failed": md.get("name")}
+        if any(active_vmi(v) and (v.get("status") or {}).get("nodeName") == node
+               for v in view["VirtualMachineInstance"].values()):
+            return None
+        return {"failed": None}
+
+    try:
+        res = kube.wait([Source(VMI_API, "VirtualMachineInstance"),
+                         Source(VMI_API, VMIM_KIND, label_selector=sel)], off,
+                        timeout=timeout, what=f"the VMs off node {node} (head start)")
+        if res["failed"]:
+            return {**out, "why": f"migration {res['failed']} failed; {node}'s own cycle "
+                                  "retries it"}
+        wait_volumes_safe(kube, node, 0)
+        wait_pdbs(kube, node, 0)
+        wait_nodes_ready(kube, node, 0)
+    except WaitTimeout as exc:
+        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
+    check_phase(writer.refresh())
+    if node in paused_nodes(writer.plan):   # paused meanwhile: its own cycle holds it
+        return {**out, "why": f"{node} was paused (pauseNodes) meanwhile"}
+    out["changed"] = taint_node(kube, node)
+    if not stopped:   # as evacuate() says when nothing had to stop
+        no_shutdown_event(writer, node)
+    job = run_pre_drain_job(kube, writer, node, timeout=max(0.0, deadline - time.monotonic()),
+                            fail=False)
+    out["changed"] |= bool(job["changed"])
+    if not job["complete"]:
+        return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
+                              f"waits for it ({job.get('why') or 'running'})"[:300]}
+    try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
+        wait_nodes_ready(kube, node, 0)
+        wait_volumes_safe(kube, node, 0)
+    except WaitTimeout as exc:
+        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
+    ans = answer_hook(kube, writer, node, "pre-drain")
+    out["changed"] |= bool(ans.get("changed"))
+    out["answered"] = not ans.get("passed")
+    counted: dict[str, Any] = {"migrated": []}
+    count_ours(kube, writer, node, counted)
+    out["migrated"] = counted["migrated"]
+    if out["answered"]:
+        out["job"] = _start_os_upgrade(kube, writer, node, secret, deadline - time.monotonic())
+    return out
+
+
+def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
+                      timeout: float) -> str:
+    """After :func:`finish_head_start` answered ``node``'s pre-drain: wait (up to
+    ``timeout``) for Rancher to drain it and ask for the post-drain, then mark it
+    ``PostDraining`` and create its OS upgrade Job, as its own cycle's next two steps would;
+    the node's cycle then awaits that Job and the reboot. Returns the Job's name, or ``""``
+    when Rancher did not get there in time (nothing changed)."""
+    def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        ann = secret_ann(view["Secret"].get(f"{FLEET_NS}/{secret}"))
+        return {"value": ann[no.POST_DRAIN]} if ann.get(no.POST_DRAIN) else None
+
+    try:
+        kube.wait([Source("v1", "Secret", FLEET_NS)], asked, timeout=max(0.0, timeout),
+                  what=f"Rancher's post-drain on node {node} (head start)")
+    except WaitTimeout:
+        return ""
+    check_phase(writer.refresh())
+    if node in paused_nodes(writer.plan):
+        return ""
+    writer.set_node_state(node, "PostDraining")
+    res = run_node_job(kube, writer, node, "post-drain", start_only=True)
+    return str(res["job"]) if res.get("started") else ""
+
+
+def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
+                     finish: float = 0) -> dict[str, Any]:
+    """:func:`head_start` for the first node of the loop, right after the phase is entered
+    (no node is done yet). Never raises: whatever is not done here, the node's own cycle
+    does."""
+    try:
+        return head_start(kube, writer, "", play, wait=wait, finish=finish)
+    except Exception as exc:  # noqa: BLE001 - the node's cycle evacuates it anyway
+        return {"changed": False, "next": None, "started": [], "stopping": [],
+                "answered": False, "migrated": [], "job": "",
+                "why": f"nothing more done ({exc})"[:300]}

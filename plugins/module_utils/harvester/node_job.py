@@ -1,0 +1,371 @@
+"""The node Jobs (``upgrade_node.sh`` of the upgrade-toolkit image): the pre-drain Job before
+Rancher drains the node (:func:`run_pre_drain_job`), and the post-drain or single-node OS
+upgrade Job followed by the wait for the node to come back Ready on the new OS
+(:func:`run_node_job`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import ApiError
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_evacuation import (
+    untaint_node,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
+    DEFAULT_TOOLKIT_REPO,
+    LONGHORN_API,
+    PENDING_OS_ANNOTATION,
+    TOOLKIT_IMAGE_ANNOTATION,
+    is_harvester,
+    release,
+    safe_name,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_kube import (
+    JOB_TYPE_LABEL,
+    NODE_LABEL,
+    UPGRADE_NS,
+    Kube,
+    NodeLoopError,
+    NotServed,
+    PlanWriter,
+    Source,
+    WaitTimeout,
+    state_ordinal,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_restore import (
+    record_shutdowns,
+    restore_entries,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
+    longhorn_unreadable,
+    volume_at_risk,
+)
+
+
+def toolkit_image(plan: dict[str, Any]) -> str:
+    ann = (plan.get("metadata") or {}).get("annotations") or {}
+    repo = ann.get(TOOLKIT_IMAGE_ANNOTATION) or DEFAULT_TOOLKIT_REPO
+    tag = (plan.get("spec") or {}).get("upgrade") or release(plan).get("harvester") or "latest"
+    return f"{repo}:{tag}"
+
+
+def job_name(plan_name: str, job_type: str, node: str) -> str:
+    return safe_name(f"{plan_name}-node-upgrade-{job_type}-{node}")
+
+
+def job_body(writer: PlanWriter, job_type: str, node: str,
+             skip_volumes: list[str] | None = None) -> dict[str, Any]:
+    """The node Job (reference §C.5). ``skip_volumes`` (pre-drain): Longhorn volumes the
+    script's ``wait_longhorn_engines`` is to pass over — its documented bypass, a file
+    ``/tmp/skip-<volume>`` in the container, left by an init container in an emptyDir
+    mounted at ``/tmp``."""
+    labels = {**writer.labels("node-upgrade"), JOB_TYPE_LABEL: job_type, NODE_LABEL: node}
+    # what upgrade_node.sh reads (lib.sh: the plan name builds the repo URL; the node name
+    # for kubectl; the pod name for the reboot service after an OS install)
+    env: list[dict[str, Any]] = [
+        {"name": "HARVESTER_UPGRADEPLAN_NAME", "value": writer.name},
+        {"name": "HARVESTER_UPGRADE_NODE_NAME", "value": node}]
+    if job_type in ("post-drain", "single-node-upgrade"):
+        env.append({"name": "HARVESTER_UPGRADE_POD_NAME",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    tolerations = [{"key": k, "operator": "Exists"} for k in (
+        "node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable",
+        "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd",
+        ev.DRAIN_TAINT_KEY, "CriticalAddonsOnly")]
+    body: dict[str, Any] = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job_name(writer.name, job_type, node), "namespace": UPGRADE_NS,
+                     "labels": labels, "ownerReferences": [writer.owner_reference()]},
+        "spec": {
+            "ttlSecondsAfterFinished": 604800,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeName": node, "hostPID": True, "restartPolicy": "Never",
+                    "tolerations": tolerations,
+                    "containers": [{
+                        "name": "apply", "image": toolkit_image(writer.plan),
+                        "command": ["upgrade_node.sh"], "args": [job_type], "env": env,
+                        "securityContext": {"privileged": True},
+                        "volumeMounts": [{"name": "host-root", "mountPath": "/host"}],
+                    }],
+                    "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type":
+                                                                   "Directory"}}],
+                },
+            },
+        },
+    }
+    if skip_volumes:
+        pod = body["spec"]["template"]["spec"]
+        pod["volumes"].append({"name": "tmp", "emptyDir": {}})
+        pod["containers"][0]["volumeMounts"].append({"name": "tmp", "mountPath": "/tmp"})
+        pod["initContainers"] = [{
+            "name": "skip-volumes", "image": toolkit_image(writer.plan),
+            "command": ["sh", "-c", "touch " + " ".join(
+                f"/tmp/skip-{v}" for v in sorted(skip_volumes))],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}]
+    return body
+
+
+def _job_outcome(job: dict[str, Any] | None) -> tuple[str, str, str]:
+    """("complete"|"failed"|"running"|"absent", reason, message)."""
+    if job is None:
+        return "absent", "", ""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("status") != "True":
+            continue
+        if c.get("type") == "Complete":
+            return "complete", "", ""
+        if c.get("type") == "Failed":
+            return "failed", c.get("reason") or "JobFailed", c.get("message") or ""
+    return "running", "", ""
+
+
+def _node_summary(n: dict[str, Any] | None) -> str:
+    if not n:
+        return "node not found"
+    st = n.get("status") or {}
+    ready = next((c.get("status") for c in st.get("conditions") or []
+                  if c.get("type") == "Ready"), "Unknown")
+    return f"Ready={ready}, osImage={(st.get('nodeInfo') or {}).get('osImage')!r}"
+
+
+def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
+                 job_timeout: float = 3600, node_timeout: float = 1800,
+                 start_only: bool = False) -> dict[str, Any]:
+    """Run the post-drain (or single-node-upgrade) Job and wait for the node to come back
+    Ready on the release's OS. Never reboots a node that already runs the target OS.
+
+    ``start_only`` (the previous node's head start): create the Job if it is due and return,
+    neither waiting nor failing anything (``started``: whether it was created)."""
+    plan = writer.refresh()
+    rel = release(plan)
+    single = job_type == "single-node-upgrade"
+    running_state = "SingleNodeUpgrading" if single else "PostDraining"
+    done_state = "SingleNodeUpgraded" if single else "PostDrained"
+    fail_state = "SingleNodeUpgradeFailed" if single else "PostDrainFailed"
+    state = writer.node_state(node)
+    result: dict[str, Any] = {"changed": False, "job": job_name(writer.name, job_type, node)}
+    if state_ordinal(state) >= state_ordinal(done_state):
+        return result
+    n = kube.get("v1", "Node", node)
+    if n is None:
+        raise NodeLoopError(f"node {node} not found")
+    on_target = ((n.get("status") or {}).get("nodeInfo") or {}).get("osImage") == rel["os"]
+    job = kube.get("batch/v1", "Job", result["job"], UPGRADE_NS)
+    outcome = _job_outcome(job)
+    if kube.check_mode:
+        result["changed"] = not on_target
+        return result
+    if start_only:
+        result["started"] = False
+        if not on_target and outcome[0] == "absent" and state == running_state:
+            kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
+            writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+            result["changed"] = result["started"] = True
+        return result
+    if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
+        # already on the new OS (a previous run got past the reboot): no job, no reboot
+        result["changed"] |= untaint_node(kube, node)
+        writer.set_node_state(node, done_state)
+        result["changed"] = True
+        _drop_pending_os(kube, node)
+        return result
+    if outcome[0] == "failed":
+        msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+        writer.fail_node(node, fail_state, outcome[1], msg)
+        raise NodeLoopError(msg)
+    # the single-node script's VM detector rewrites the node's key of <plan>-restore-vm
+    recorded = restore_entries(kube, writer, node)
+    if outcome[0] == "absent" and state != "WaitingReboot":
+        writer.set_node_state(node, running_state)
+        kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{result['job']} created for {node}")
+        result["changed"] = True
+    if state != "WaitingReboot":
+        try:
+            outcome = kube.wait(
+                [Source("batch/v1", "Job", UPGRADE_NS,
+                        field_selector=f"metadata.name={result['job']}")],
+                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
+                                if o[0] in ("complete", "failed")), None),
+                timeout=job_timeout, what=f"Job {UPGRADE_NS}/{result['job']} to finish",
+                describe=lambda v: ", ".join(
+                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
+                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+        except WaitTimeout as exc:
+            writer.fail_node(node, fail_state, "JobTimeout", str(exc))
+            raise
+        if outcome[0] == "failed":
+            msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+            writer.fail_node(node, fail_state, outcome[1], msg)
+            raise NodeLoopError(msg)
+        if recorded:
+            record_shutdowns(kube, writer, node, recorded)
+        writer.set_node_state(node, "WaitingReboot")
+        kube.patch("v1", "Node", node,
+                   {"metadata": {"annotations": {PENDING_OS_ANNOTATION: rel["os"]}}})
+        result["changed"] = True
+
+    def back(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        obj = view["Node"].get(node)
+        return bool(obj) and no.node_ready(obj) and (
+            (obj.get("status") or {}).get("nodeInfo") or {}).get("osImage") == rel["os"]
+
+    try:
+        kube.wait([Source("v1", "Node", field_selector=f"metadata.name={node}")], back,
+                  timeout=node_timeout,
+                  what=f"node {node} to come back Ready on {rel['os']!r}",
+                  describe=lambda v: _node_summary(v["Node"].get(node)))
+    except WaitTimeout as exc:
+        writer.fail_node(node, fail_state, "NodeNotReady", str(exc))
+        raise
+    _drop_pending_os(kube, node)
+    writer.set_node_state(node, done_state)
+    result["changed"] = True
+    return result
+
+
+def _engines_settled(kube: Kube) -> str | None:
+    """None when no running Longhorn engine belongs to a volume that is not attached: the
+    pre-drain script lists the running engines once and then waits for each one's volume to
+    be healthy, forever for a volume that detaches meanwhile (one of the VMs we just
+    stopped)."""
+    try:
+        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+                                                             "longhorn-system")}
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return None
+        raise longhorn_unreadable(exc, "Engines and Volumes",
+                                   "tell whether the stopped VMs' volumes detached") from exc
+    except ApiError as exc:
+        raise longhorn_unreadable(exc, "Engines and Volumes",
+                                   "tell whether the stopped VMs' volumes detached") from exc
+    for e in engines:
+        if (e.get("status") or {}).get("currentState") != "running":
+            continue
+        vol = ((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", "")
+        state = ((vols.get(vol) or {}).get("status") or {}).get("state")
+        if vol in vols and state != "attached":
+            return f"volume {vol} is {state or 'changing state'}"
+    return None
+
+
+def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
+    """Volumes with a running engine that are not healthy but not at risk from draining
+    ``node`` (a healthy replica lives elsewhere: :func:`volume_at_risk`). The pre-drain
+    script waits for every running engine's volume to be healthy (≥ 3 nodes) or to have two
+    RW replicas, forever — also for a volume that cannot heal (too few nodes with disks, a
+    replica lost for good) and that our own check already judged safe."""
+    try:
+        engines = kube.items(LONGHORN_API, "Engine", "longhorn-system")
+        vols = {v["metadata"]["name"]: v for v in kube.items(LONGHORN_API, "Volume",
+                                                             "longhorn-system")}
+        replicas = kube.items(LONGHORN_API, "Replica", "longhorn-system")
+    except NotServed as exc:
+        if not is_harvester(kube):
+            return []
+        raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
+                                   f"tell which volumes are safe to drain {node} past") from exc
+    except ApiError as exc:
+        raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
+                                   f"tell which volumes are safe to drain {node} past") from exc
+    out = set()
+    for e in engines:
+        if (e.get("status") or {}).get("currentState") != "running":
+            continue
+        vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
+        if vol is None or (vol.get("status") or {}).get("robustness") == "healthy":
+            continue
+        if volume_at_risk(vol, node, replicas) is None:
+            out.add(vol["metadata"]["name"])
+    return sorted(out)
+
+
+def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 3600,
+                      start_only: bool = False, fail: bool = True) -> dict[str, Any]:
+    """Job ``<plan>-node-upgrade-pre-drain-<node>`` (``upgrade_node.sh pre-drain``): on the
+    host it undoes the rancher-system-agent drop-in the cluster upgrade left (without that,
+    RKE2 does not restart into the new version), removes RKE2's canal config and disables
+    the RKE2 snapshot charts; our evacuation already moved the VMs, so its own wait for them
+    ends at once. Its VM detector rewrites the node's entry of ``<plan>-restore-vm``: our
+    record is merged back afterwards. Waits for the Job (``timeout``); failure ⇒
+    ``PreDrainFailed``. ``start_only``: create it and return (``started``/``complete``).
+    ``fail=False`` (a head start): a failure or the timeout only returns ``why``."""
+    name = job_name(writer.name, "pre-drain", node)
+    out: dict[str, Any] = {"changed": False, "job": name, "started": False, "complete": False}
+    job = kube.get("batch/v1", "Job", name, UPGRADE_NS)
+    outcome = _job_outcome(job)
+    if kube.check_mode:
+        out["changed"] = outcome[0] != "complete"
+        return out
+    if outcome[0] == "failed":
+        msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+        if not fail:
+            return {**out, "why": msg}
+        writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
+        raise NodeLoopError(msg)
+    recorded = restore_entries(kube, writer, node)
+    if outcome[0] == "absent":
+        if _engines_settled(kube) is not None:
+            if start_only:
+                return out
+            try:
+                kube.wait([Source(LONGHORN_API, "Engine", "longhorn-system"),
+                           Source(LONGHORN_API, "Volume", "longhorn-system")],
+                          lambda v: _engines_settled(kube) is None, timeout=timeout,
+                          what="Longhorn volumes of the stopped VMs to detach",
+                          describe=lambda v: _engines_settled(kube) or "settled")
+            except WaitTimeout as exc:
+                if not fail:
+                    return {**out, "why": str(exc)}
+                writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
+                raise
+        skip = _volumes_to_skip(kube, node)
+        kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
+                       UPGRADE_NS)
+        writer.event("NodeJobCreated", f"Job {UPGRADE_NS}/{name} created for {node}"
+                     + (f" (volumes judged safe to drain past: {', '.join(skip)})"
+                        if skip else ""))
+        out["changed"] = out["started"] = True
+        out["skip_volumes"] = skip
+        if start_only:
+            return out
+    elif outcome[0] == "running" and start_only:
+        return out
+    if outcome[0] != "complete":
+        try:
+            outcome = kube.wait(
+                [Source("batch/v1", "Job", UPGRADE_NS, field_selector=f"metadata.name={name}")],
+                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
+                                if o[0] in ("complete", "failed")), None),
+                timeout=timeout, what=f"Job {UPGRADE_NS}/{name} to finish",
+                describe=lambda v: ", ".join(
+                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
+                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+        except WaitTimeout as exc:
+            if not fail:
+                return {**out, "why": str(exc)}
+            writer.fail_node(node, "PreDrainFailed", "JobTimeout", str(exc))
+            raise
+        if outcome[0] == "failed":
+            msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+            if not fail:
+                return {**out, "why": msg}
+            writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
+            raise NodeLoopError(msg)
+    if recorded:
+        out["changed"] |= record_shutdowns(kube, writer, node, recorded)
+    out["complete"] = True
+    return out
+
+
+def _drop_pending_os(kube: Kube, node: str) -> None:
+    n = kube.get("v1", "Node", node) or {}
+    if PENDING_OS_ANNOTATION in ((n.get("metadata") or {}).get("annotations") or {}):
+        kube.patch("v1", "Node", node,
+                   {"metadata": {"annotations": {PENDING_OS_ANNOTATION: None}}})
