@@ -49,6 +49,14 @@ def skipped(name: str, message: str, family: str = "webhook") -> CheckResult:
     return CheckResult(name, "skipped", message, [], family)
 
 
+def passed_unless(name: str, bad: list[str], what: str, ok: str = "") -> CheckResult:
+    """Failed when ``bad`` names objects (``what`` followed by them, sorted), else passed
+    with ``ok``: the shape of every check that lists what stands in the way."""
+    if bad:
+        return failed(name, what + ", ".join(sorted(bad)), bad)
+    return passed(name, ok)
+
+
 def annotation(annotations: dict[str, str] | None, keys: tuple[str, ...]) -> str | None:
     """Value of the first present annotation among the accepted spellings."""
     for key in keys:

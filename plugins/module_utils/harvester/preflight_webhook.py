@@ -24,6 +24,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.prefli
     name_of,
     node_ready,
     passed,
+    passed_unless,
     skipped,
 )
 
@@ -101,9 +102,7 @@ def machines_running(machines: list[dict[str, Any]]) -> CheckResult:
     name = "machines_running"
     bad = [f"machine/{m['metadata']['name']}" for m in machines
            if (m.get("status") or {}).get("phase") != "Running"]
-    if bad:
-        return failed(name, "machines not Running: " + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "machines not Running: ")
 
 
 def node_machine_consistency(nodes: list[dict[str, Any]], machines: list[dict[str, Any]]
@@ -152,9 +151,8 @@ def volumes_healthy(volumes: list[dict[str, Any]], node_count: int) -> CheckResu
         return skipped(name, "degraded volumes are only refused on clusters of 3+ nodes")
     bad = [_volume_ref(v) for v in volumes
            if (v.get("status") or {}).get("robustness") == "degraded"]
-    if bad:
-        return failed(name, "degraded Longhorn volumes: " + ", ".join(sorted(bad)), bad)
-    return passed(name, f"{len(volumes)} volumes checked")
+    return passed_unless(name, bad, "degraded Longhorn volumes: ",
+                         f"{len(volumes)} volumes checked")
 
 
 def single_replica_volumes(volumes: list[dict[str, Any]], plan_annotations: dict[str, str]
@@ -187,27 +185,21 @@ def vm_backups(backups: list[dict[str, Any]]) -> CheckResult:
     name = "vm_backups"
     bad = [name_of(b) for b in backups if not (b.get("status") or {}).get("readyToUse")
            and not (b.get("status") or {}).get("error")]
-    if bad:
-        return failed(name, "VM backups in progress: " + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "VM backups in progress: ")
 
 
 def backup_schedules(schedules: list[dict[str, Any]]) -> CheckResult:
     name = "backup_schedules"
     bad = [name_of(s) for s in schedules if not (s.get("status") or {}).get("suspended")]
-    if bad:
-        return failed(name, "VM backup schedules must be suspended during the upgrade: "
-                      + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad,
+                         "VM backup schedules must be suspended during the upgrade: ")
 
 
 def managed_charts(charts: list[dict[str, Any]]) -> CheckResult:
     name = "managed_charts"
     bad = [name_of(ch) for ch in charts
            if (condition_of(ch, "Ready") or {}).get("status") != "True"]
-    if bad:
-        return failed(name, "ManagedCharts not Ready: " + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "ManagedCharts not Ready: ")
 
 
 def fleet_bundles(bundles: list[dict[str, Any]] | None) -> CheckResult:
@@ -216,9 +208,7 @@ def fleet_bundles(bundles: list[dict[str, Any]] | None) -> CheckResult:
         return skipped(name, "Fleet bundles are not served by this cluster")
     bad = [name_of(b) for b in bundles if condition_of(b, "Ready") is not None
            and (condition_of(b, "Ready") or {}).get("status") != "True"]
-    if bad:
-        return failed(name, "Fleet bundles not Ready: " + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "Fleet bundles not Ready: ")
 
 
 ADDON_TRANSITIONS = ("AddonEnabling", "AddonDisabling", "AddonUpdating", "AddonDeploying")
@@ -228,20 +218,14 @@ def addons(addon_objs: list[dict[str, Any]]) -> CheckResult:
     name = "addons"
     bad = [name_of(a) for a in addon_objs
            if (a.get("status") or {}).get("status") in ADDON_TRANSITIONS]
-    if bad:
-        return failed(name, "addons being enabled, disabled or updated: "
-                      + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "addons being enabled, disabled or updated: ")
 
 
 def stuck_migrations(migrations: list[dict[str, Any]]) -> CheckResult:
     name = "no_pending_migrations"
     bad = [name_of(m) for m in migrations
            if (m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-    if bad:
-        return failed(name, "VM migrations still running or pending: "
-                      + ", ".join(sorted(bad)), bad)
-    return passed(name)
+    return passed_unless(name, bad, "VM migrations still running or pending: ")
 
 
 def pause_nodes_exist(pause: list[str], nodes: list[dict[str, Any]]) -> CheckResult:
