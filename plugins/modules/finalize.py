@@ -92,7 +92,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     lock,
     node_kube,
     node_restore,
-    phase_actions,
+    phase_finalize,
     phases,
     pipeline,
     plan_cleanup,
@@ -145,8 +145,8 @@ def main() -> None:
                                                timeout=max(0.0, min(p["restore_timeout"],
                                                                     left)))
         out.update(restored=vms["restored"], failed=vms["failed"])
-        out["actions"] = vms["lines"] + phase_actions.cleanup_resources(kube, writer,
-                                                                        module.check_mode)
+        out["actions"] = vms["lines"] + phase_finalize.cleanup_resources(kube, writer,
+                                                                         module.check_mode)
         # the cleanup ran: deleting the plan later owes nothing. Before Succeeded, so that a
         # run killed in between finds the plan still active and ends it here again
         if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):

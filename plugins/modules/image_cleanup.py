@@ -101,7 +101,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    phase_image_cleanup,
     phases,
     pipeline,
 )
@@ -111,7 +111,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(args.PHASE),
                            supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ImageCleanup"),
-                       phase_actions.image_cleanup,
+                       phase_image_cleanup.image_cleanup,
                        None)
 
 

@@ -108,7 +108,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    phase_image_preload,
     phases,
     pipeline,
 )
@@ -123,8 +123,8 @@ def main() -> None:
                                 job_deadline_seconds={"type": "int", "default": 0}),
         supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ImagePreload"),
-                       phase_actions.image_preload,
-                       phase_actions.verify_suc(c.COMPONENT_IMAGE_PRELOAD))
+                       phase_image_preload.image_preload,
+                       phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    phase_iso_download,
     phases,
     pipeline,
 )
@@ -109,8 +109,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(args.PHASE),
                            supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ISODownload"),
-                       phase_actions.iso_download,
-                       phase_actions.verify_iso)
+                       phase_iso_download.iso_download,
+                       phase_iso_download.verify_iso)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    phase_metadata,
     phases,
     pipeline,
 )
@@ -111,8 +111,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(args.PHASE),
                            supports_check_mode=True)
     pipeline.run_phase(module, phases.get("MetadataPopulate"),
-                       phase_actions.metadata_populate,
-                       phase_actions.verify_metadata)
+                       phase_metadata.metadata_populate,
+                       phase_metadata.verify_metadata)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    phase_repo,
     phases,
     pipeline,
 )
@@ -104,8 +104,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=args.spec(args.PHASE),
                            supports_check_mode=True)
     pipeline.run_phase(module, phases.get("RepoCreate"),
-                       phase_actions.repo_create,
-                       phase_actions.verify_repo)
+                       phase_repo.repo_create,
+                       phase_repo.verify_repo)
 
 
 if __name__ == "__main__":
