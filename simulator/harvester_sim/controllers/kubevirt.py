@@ -54,6 +54,7 @@ from typing import Any
 from ..api import errors
 from ..api.errors import ApiError
 from ..api.jsoncopy import json_copy
+from ..scenarios.objects import INITIAL_NODE_ANNOTATION
 from . import podutil as pu
 
 log = logging.getLogger("harvester_sim.kubevirt")
@@ -82,7 +83,6 @@ MIGRATION_UID_LABEL = "kubevirt.io/migrationJobUID"
 VMI_NAME_LABEL = "kubevirt.io/vmi-name"
 EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
-INITIAL_NODE_ANNOTATION = "sim.harvesterhci.io/initial-node"  # the scenario loader's placement
 BRIDGE_MIGRATION_ANNOTATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
 
 EVICTION_WEBHOOK = ('admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" '
@@ -303,7 +303,11 @@ class KubeVirt:
     # ------------------------------------------------------------------ plumbing
     @property
     def has_kubelet(self) -> bool:
-        return "kubelet" in self.world.controllers
+        return bool(self.world.simulates("kubelet"))
+
+    @property
+    def has_scheduler(self) -> bool:
+        return bool(self.world.simulates("scheduler"))
 
     def _seed(self) -> None:
         """Pick up what exists already (objects created before the runtime started)."""
@@ -604,18 +608,11 @@ class KubeVirt:
 
     # ------------------------------------------------------------------ placement
     def _pick_node(self, pod: Obj, exclude: set[str], prefer: str = "") -> str | None:
-        sched = self.world.controllers.get("scheduler")
-        if sched is not None and hasattr(sched, "pick_node"):
-            if prefer and hasattr(sched, "fits_node"):
-                if sched.fits_node(pod, prefer, exclude):
-                    return prefer
-            elif prefer and hasattr(sched, "filter"):
-                fit = sched.filter(pod, exclude)[0]
-                if any(n["metadata"]["name"] == prefer for n in fit):
-                    return prefer
-            return sched.pick_node(pod, exclude=exclude)  # type: ignore[no-any-return]
-        if sched is not None:
-            return None  # the scheduler binds it
+        """The built-in placement of a world without a simulated scheduler. With one, the
+        launcher pod is created unbound and the scheduler binds it, as kube-scheduler does
+        for virt-controller's pods (None here)."""
+        if self.has_scheduler:
+            return None
         if prefer and prefer not in exclude and prefer in self.nodes:
             node = self.nodes[prefer]
             if _placeable(pod, node):
@@ -656,7 +653,7 @@ class KubeVirt:
         u[1] += mem
 
     def _retry_unbound(self) -> None:
-        if "scheduler" in self.world.controllers:
+        if self.has_scheduler:
             self._unbound.clear()
             return
         for key in sorted(self._unbound):
@@ -758,6 +755,8 @@ class KubeVirt:
         if mig is None and (ns, name) not in self._placed_once:
             prefer = str((md.get("annotations") or {}).get(INITIAL_NODE_ANNOTATION, ""))
         self._placed_once.add((ns, name))
+        if prefer and self.has_scheduler:
+            pod["metadata"]["annotations"][INITIAL_NODE_ANNOTATION] = prefer
         node = self._pick_node(pod, exclude, prefer)
         if node:
             pod["spec"]["nodeName"] = node
@@ -769,7 +768,7 @@ class KubeVirt:
         self.pods[(ns, pname)] = info
         self.pods_by_vmi.setdefault((ns, name), set()).add(pname)
         if not node:
-            if "scheduler" not in self.world.controllers:
+            if not self.has_scheduler:
                 info.unschedulable = self._unschedulable_message(created)
                 self._set_unschedulable(ns, pname, info.unschedulable)
                 self._unbound.add((ns, pname))
@@ -824,7 +823,7 @@ class KubeVirt:
     def _on_pod(self, type_: str, obj: Obj, old: Obj | None) -> None:
         md = obj["metadata"]
         key = (md.get("namespace", ""), md["name"])
-        if "scheduler" not in self.world.controllers:
+        if not self.has_scheduler:
             self._account(key, None if type_ == "DELETED" else obj)
         labels = md.get("labels") or {}
         if labels.get("kubevirt.io") != "virt-launcher":
@@ -846,6 +845,7 @@ class KubeVirt:
             self.pods_by_vmi.setdefault((ns, vmi_name), set()).add(md["name"])
         spec = obj.get("spec") or {}
         st = obj.get("status") or {}
+        bound_now = not info.node and bool(spec.get("nodeName"))
         info.node = spec.get("nodeName") or ""
         info.ip = st.get("podIP") or info.ip
         if type_ == "DELETED":
@@ -857,6 +857,8 @@ class KubeVirt:
                     info.graceful = True
                 if not self.has_kubelet:
                     self.c.delete("v1", "Pod", md["name"], ns, grace_period=0)
+            elif bound_now and self.has_scheduler and not self.has_kubelet:
+                self._fake_run(ns, md["name"])   # the scheduler bound it; nobody runs it
         vkey = (ns, info.vmi)
         if info.role == "target" and info.mig:
             self._advance_migration((ns, info.mig))
