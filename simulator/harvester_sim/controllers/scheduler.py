@@ -269,6 +269,15 @@ class Scheduler:
         req = pu.pod_requests(pod)
         return str(min(fit, key=lambda n: self._rank(n, req))["metadata"]["name"])
 
+    def _initial_node(self, pod: dict[str, Any]) -> str | None:
+        """The pod's initial node if it passes the filters there (what ``_choose`` would
+        pick without filtering every other node first)."""
+        want = (pod["metadata"].get("annotations") or {}).get(INITIAL_NODE_ANNOTATION)
+        node = self.nodes.objs.get(("", want)) if want else None
+        if node is None or self._fits(pod, node, pu.pod_requests(pod)) is not None:
+            return None
+        return str(want)
+
     def why_unschedulable(self, pod: dict[str, Any], exclude: set[str] | None = None) -> str:
         _, why, total = self.filter(pod, exclude)
         return _message(why, total)
@@ -331,12 +340,14 @@ class Scheduler:
                 del self.waiting[key]
                 self._bind(pod, wait[0])
             return  # PreBind: waiting for the claims to be bound
-        fit, why, total = self.filter(pod)
-        if not fit:
-            self.unschedulable.add(key)
-            self._mark_unschedulable(pod, _message(why, total))
-            return
-        best = self._choose(pod, fit)
+        best = self._initial_node(pod)
+        if best is None:
+            fit, why, total = self.filter(pod)
+            if not fit:
+                self.unschedulable.add(key)
+                self._mark_unschedulable(pod, _message(why, total))
+                return
+            best = self._choose(pod, fit)
         if delayed:
             self.waiting[key] = (best, delayed)
             self._account({**pod, "spec": {**pod["spec"], "nodeName": best}})  # assumed
