@@ -1462,11 +1462,6 @@ class _Handler(BaseHTTPRequestHandler):
                body: bytes) -> None:
         assert info.name is not None
         proxies = getattr(self.api.world, "proxies", None)
-        path = info.rest or "/"
-        fwd_headers = {k: v for k, v in self.headers.items()
-                       if k.lower() not in ("authorization", "host", "connection",
-                                            "content-length", "transfer-encoding")}
-        query = "&".join(p for p in self.raw_query.split("&") if p)
         if rt.kind == "Node":
             handler = subresources.node_backend(self.api.store, proxies, rt, info.name)
         elif rt.kind == "Service":
@@ -1474,11 +1469,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                    rt, info.namespace, info.name)
         else:
             raise errors.not_found_path()
-        status, hdrs, data = handler(method, path, query, fwd_headers, body)
-        out = {k: v for k, v in (hdrs or {}).items()
-               if k.lower() not in ("content-length", "transfer-encoding", "connection")}
-        ctype = out.pop("Content-Type", out.pop("content-type", "application/octet-stream"))
-        raise Response(int(status), data or b"", ctype, out)
+        query = "&".join(p for p in self.raw_query.split("&") if p)
+        self._forward(handler, method, info.rest or "/", query, body)
 
     def _harvester_api(self, method: str, path: str, body: bytes) -> None:
         svc_rt = self.api.registry.get("", "v1", "services")
@@ -1486,10 +1478,15 @@ class _Handler(BaseHTTPRequestHandler):
         handler = subresources.service_backend(
             self.api.store, self.api.registry, getattr(self.api.world, "proxies", None), svc_rt,
             "harvester-system", "https:harvester:8443")
+        self._forward(handler, method, path, self.raw_query, body)
+
+    def _forward(self, handler: subresources.Backend, method: str, path: str, query: str,
+                 body: bytes) -> NoReturn:
+        """Send the request to a proxy backend and answer with what it answered."""
         fwd = {k: v for k, v in self.headers.items()
                if k.lower() not in ("authorization", "host", "connection", "content-length",
                                     "transfer-encoding")}
-        status, hdrs, data = handler(method, path, self.raw_query, fwd, body)
+        status, hdrs, data = handler(method, path, query, fwd, body)
         out = {k: v for k, v in (hdrs or {}).items()
                if k.lower() not in ("content-length", "transfer-encoding", "connection")}
         ctype = out.pop("Content-Type", out.pop("content-type", "application/octet-stream"))
