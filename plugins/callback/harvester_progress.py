@@ -389,7 +389,8 @@ class CallbackModule(CallbackBase):
         args = (res.get("invocation") or {}).get("module_args") or {}
         if not isinstance(args, dict) or not args:
             args = result._task.args if isinstance(result._task.args, dict) else {}
-        if not isinstance(res.get("results"), list):   # not a loop's list of item results
+        # not a loop's list of item results, nor a result hidden by the task's no_log
+        if not isinstance(res.get("results"), list) and "censored" not in res:
             fields = getattr(result, "task_fields", None)
             if fields is None:   # ansible-core < 2.19
                 fields = getattr(result, "_task_fields", None) or {}

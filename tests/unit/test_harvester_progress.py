@@ -244,3 +244,11 @@ def test_the_callback_prints_nothing_for_other_modules_or_a_loop() -> None:
     cb.v2_runner_item_on_ok(FakeResult(FakeTask("harvester.upgrade.finalize", {}),
                                        {"status": "no_plan", "msg": "none"}, check_mode=True))
     assert out.lines == [("--- finalize: none", None)]
+
+
+def test_a_result_hidden_by_no_log_prints_nothing() -> None:
+    cb, out = callback()
+    cb.v2_runner_on_ok(FakeResult(FakeTask("harvester.upgrade.upgrade_plan", {}), {
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was "
+                    "specified for this result", "changed": True}))
+    assert out.lines == [] and not cb._broken
