@@ -248,7 +248,7 @@ def test_the_callback_prints_nothing_for_other_modules_or_a_loop() -> None:
 
 def test_a_result_hidden_by_no_log_prints_nothing() -> None:
     cb, out = callback()
-    cb.v2_runner_on_ok(FakeResult(FakeTask("harvester.upgrade.upgrade_plan", {}), {
+    cb.v2_runner_on_ok(FakeResult(FakeTask("harvester.upgrade.finalize", {}), {
         "censored": "the output has been hidden due to the fact that 'no_log: true' was "
                     "specified for this result", "changed": True}))
     assert out.lines == [] and not cb._broken
