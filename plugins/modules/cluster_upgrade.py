@@ -90,10 +90,9 @@ duration:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
+    module_factory,
     phase_cluster_upgrade,
     phases,
     pipeline,
@@ -101,8 +100,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ClusterUpgrade"),
                        phase_cluster_upgrade.cluster_upgrade,
                        phase_cluster_upgrade.verify_cluster)

@@ -85,11 +85,10 @@ current_phase:
 import time
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
+    module_factory,
     node_kube,
     node_restore,
     phase_finalize,
@@ -106,7 +105,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(
+    module = module_factory.new_module(argument_spec=args.spec(
         args.PHASE, restore_timeout={"type": "int", "default": 900}), supports_check_mode=True)
     p = module.params
     started = time.time()

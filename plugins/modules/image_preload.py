@@ -104,10 +104,9 @@ duration:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
+    module_factory,
     phase_image_preload,
     phases,
     pipeline,
@@ -118,7 +117,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(args.PHASE,
                                 job_deadline_seconds={"type": "int", "default": 0}),
         supports_check_mode=True)

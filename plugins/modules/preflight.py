@@ -144,11 +144,10 @@ status:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
+    module_factory,
     phase_initialize,
     phases,
     plan_status,
@@ -164,7 +163,7 @@ INITIALIZE = phases.PHASES[0]
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(
             args.PHASE, version={"type": "str"}, image={"type": "str"},
             restore_vm={"type": "bool", "default": False},

@@ -90,10 +90,9 @@ duration:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
+    module_factory,
     phase_repo,
     phases,
     pipeline,
@@ -101,8 +100,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("RepoCreate"),
                        phase_repo.repo_create,
                        phase_repo.verify_repo)

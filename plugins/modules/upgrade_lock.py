@@ -70,12 +70,11 @@ lease:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock_lease,
     lock_run,
+    module_factory,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -84,7 +83,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(
+    module = module_factory.new_module(argument_spec=args.spec(
         state={"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
         duration={"type": "int", "default": lock_lease.DEFAULT_DURATION}),
         supports_check_mode=True)

@@ -260,6 +260,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     crd,
     lock,
     manifests,
+    module_factory,
     phase_common,
     phases,
     plan_cleanup,
@@ -510,7 +511,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(
             action={"type": "str", "default": "ensure",
                     "choices": ["ensure", "read", "transition", "fail", "set_fields"]},
