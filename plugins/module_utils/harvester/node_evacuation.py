@@ -129,9 +129,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     if p.migrate:
         result["changed"] = True
         migrate_all(kube, writer, node, p, nodes, result, target_aware=target_aware,
-                     concurrency=concurrency, retries=retries,
-                     migration_timeout=migration_timeout, timeout=timeout,
-                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
+                    concurrency=concurrency, retries=retries,
+                    migration_timeout=migration_timeout, timeout=timeout,
+                    mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
     count_ours(kube, writer, node, result)
     # the VMs shut down for this node earlier (a head start asked them to stop) count too
@@ -189,8 +189,8 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
         limit = len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2
         migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
-                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
-                     start_only=True, mechanism=how)
+                    concurrency=limit, retries=0, migration_timeout=0, timeout=0,
+                    start_only=True, mechanism=how)
         if len(p.migrate) > limit:   # the node's own cycle moves the rest: nothing to await
             result["partial"] = (f"{len(p.migrate) - limit} more left to {node}'s own cycle "
                                  "(Harvester's migrate action pins only what runs at once)")
@@ -290,7 +290,7 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
     vmis = [v for v in harvester_items(kube, VMI_API, "VirtualMachineInstance",
-                                        "plan which VMs leave the node")
+                                       "plan which VMs leave the node")
             if active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}

@@ -246,10 +246,10 @@ def _engines_settled(kube: Kube) -> str | None:
         if not is_harvester(kube):
             return None
         raise longhorn_unreadable(exc, "Engines and Volumes",
-                                   "tell whether the stopped VMs' volumes detached") from exc
+                                  "tell whether the stopped VMs' volumes detached") from exc
     except ApiError as exc:
         raise longhorn_unreadable(exc, "Engines and Volumes",
-                                   "tell whether the stopped VMs' volumes detached") from exc
+                                  "tell whether the stopped VMs' volumes detached") from exc
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
@@ -275,10 +275,10 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
         if not is_harvester(kube):
             return []
         raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                   f"tell which volumes are safe to drain {node} past") from exc
+                                  f"tell which volumes are safe to drain {node} past") from exc
     except ApiError as exc:
         raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                   f"tell which volumes are safe to drain {node} past") from exc
+                                  f"tell which volumes are safe to drain {node} past") from exc
     out = set()
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
