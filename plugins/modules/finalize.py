@@ -141,8 +141,8 @@ def main() -> None:
         left = pipeline.phase_deadline(p, started) - time.time()
         nkube = node_kube.Kube(kube.dyn, check_mode=module.check_mode)
         vms = node_restore.await_marked_restores(nkube, node_kube.PlanWriter(nkube, plan),
-                                               timeout=max(0.0, min(p["restore_timeout"],
-                                                                    left)))
+                                                 timeout=max(0.0, min(p["restore_timeout"],
+                                                                      left)))
         out.update(restored=vms["restored"], failed=vms["failed"])
         out["actions"] = vms["lines"] + phase_finalize.cleanup_resources(kube, writer,
                                                                          module.check_mode)

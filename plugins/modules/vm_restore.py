@@ -88,7 +88,7 @@ def main() -> None:
 
     def step(kube, writer):  # type: ignore[no-untyped-def]
         res = node_restore.restore_vms(kube, writer, p["node"], timeout=p["timeout"],
-                                     force=p["restore"])
+                                       force=p["restore"])
         if res["failed"] and p["fail_on_error"]:
             raise node_kube.NodeLoopError("could not restore: " + "; ".join(res["failed"]))
         return res

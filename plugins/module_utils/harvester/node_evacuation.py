@@ -78,12 +78,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     if shutdown_all:
         writer.set_node_state(node, "SingleNodeUpgrading")
     nodes, vms = evacuation_views(kube, plan, facts, only_node=node)
-    if shutdown_all:
-        p = ev.EvacuationPlan(node=node, shutdown=[
-            ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
-            for v in vms if v.node == node])
-    else:
-        p = ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
+    p = _plan_for(node, vms, nodes, single=shutdown_all, target_aware=target_aware)
     result: dict[str, Any] = {"changed": False, "plan": p.as_dict(), "migrated": [],
                               "shutdown": [s.vm.key for s in p.shutdown], "attempts": {}}
     mechanism = None
@@ -134,9 +129,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     if p.migrate:
         result["changed"] = True
         migrate_all(kube, writer, node, p, nodes, result, target_aware=target_aware,
-                     concurrency=concurrency, retries=retries,
-                     migration_timeout=migration_timeout, timeout=timeout,
-                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
+                    concurrency=concurrency, retries=retries,
+                    migration_timeout=migration_timeout, timeout=timeout,
+                    mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
     count_ours(kube, writer, node, result)
     # the VMs shut down for this node earlier (a head start asked them to stop) count too
@@ -151,6 +146,16 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
     return result
+
+
+def _plan_for(node: str, vms: list[ev.VmView], nodes: list[ev.NodeView], *, single: bool,
+              target_aware: bool) -> ev.EvacuationPlan:
+    """A single-node upgrade stops every VM on the node; otherwise the planner places them."""
+    if single:
+        return ev.EvacuationPlan(node=node, shutdown=[
+            ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
+            for v in vms if v.node == node])
+    return ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
 
 
 def no_shutdown_event(writer: PlanWriter, node: str) -> None:
@@ -184,8 +189,8 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
         limit = len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2
         migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
-                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
-                     start_only=True, mechanism=how)
+                    concurrency=limit, retries=0, migration_timeout=0, timeout=0,
+                    start_only=True, mechanism=how)
         if len(p.migrate) > limit:   # the node's own cycle moves the rest: nothing to await
             result["partial"] = (f"{len(p.migrate) - limit} more left to {node}'s own cycle "
                                  "(Harvester's migrate action pins only what runs at once)")
@@ -285,7 +290,7 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
     vmis = [v for v in harvester_items(kube, VMI_API, "VirtualMachineInstance",
-                                        "plan which VMs leave the node")
+                                       "plan which VMs leave the node")
             if active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}
@@ -326,12 +331,7 @@ def node_plan(kube: Kube, plan: dict[str, Any] | None, *, target_aware: bool = T
             entry.update(migrate=[], shutdown=[], estimated_seconds=0)
             out.append(entry)
             continue
-        if single:
-            p = ev.EvacuationPlan(node=name, shutdown=[
-                ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
-                for v in vms if v.node == name])
-        else:
-            p = ev.plan_evacuation(name, vms, nodes, target_aware=target_aware)
+        p = _plan_for(name, vms, nodes, single=single, target_aware=target_aware)
         d = p.as_dict(bandwidth_mib_s, overhead_s, concurrency)
         d["estimated_seconds"] = round(d.get("estimated_seconds", 0.0) + node_overhead_s, 1)
         total += d["estimated_seconds"]

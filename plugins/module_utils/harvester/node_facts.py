@@ -78,7 +78,7 @@ def try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[di
 
 
 def harvester_items(kube: Kube, api: str, kind: str, why: str,
-                     ns: str | None = None) -> list[dict[str, Any]]:
+                    ns: str | None = None) -> list[dict[str, Any]]:
     """``kube.items`` of a kind every Harvester cluster serves (KubeVirt's): not served on a
     Harvester cluster fails, naming it (an empty list would let a safety step pass on no
     data); on a cluster without Harvester's CRDs it is empty."""

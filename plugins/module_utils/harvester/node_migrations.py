@@ -37,10 +37,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_k
 
 
 def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
-                 nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
-                 concurrency: int, retries: int, migration_timeout: float,
-                 timeout: float, start_only: bool = False,
-                 mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
+                nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
+                concurrency: int, retries: int, migration_timeout: float,
+                timeout: float, start_only: bool = False,
+                mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
