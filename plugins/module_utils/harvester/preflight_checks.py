@@ -86,8 +86,8 @@ class Facts:
 CHECKS: dict[str, Callable[[Facts], CheckResult]] = {
     "no_legacy_upgrade": lambda f: coexistence.no_legacy_upgrade(f.legacy_upgrades),
     "no_upgrade_manager": lambda f: coexistence.no_upgrade_manager(f.addons, f.deployments),
-    "single_node_drain_hooks": lambda f: coexistence.single_node_drain_hooks(f.cluster,
-                                                                              f.nodes),
+    "single_node_drain_hooks":
+        lambda f: coexistence.single_node_drain_hooks(f.cluster, f.nodes),
     "no_concurrent_upgrade": lambda f: webhook.no_concurrent_upgrade(f.plans, f.plan_name),
     "no_cleanup_in_progress": lambda f: webhook.no_cleanup_in_progress(f.plans, f.plan_name),
     "version_exists": lambda f: webhook.version_exists(f.version_name, f.version_obj, f.image),

@@ -75,7 +75,7 @@ def single_node_drain_hooks(cluster: dict[str, Any] | None,
     name = "single_node_drain_hooks"
     if len([n for n in nodes if not is_witness(n)]) != 1:
         return passed(name, "not a single-node cluster: the node loop answers Rancher's "
-                       "drain hooks", "coexistence")
+                      "drain hooks", "coexistence")
     if cluster is None:
         return skipped(name, "no Rancher cluster to read (see cluster_ready)", "coexistence")
     strategy = ((cluster.get("spec") or {}).get("rkeConfig") or {}).get("upgradeStrategy") \
@@ -91,10 +91,10 @@ def single_node_drain_hooks(cluster: dict[str, Any] | None,
         return passed(name, "single-node cluster, no drain hooks declared", "coexistence")
     ref = f"clusters.provisioning.cattle.io/{c.FLEET_NS}/{c.RANCHER_CLUSTER_NAME}"
     return failed(name, f"single-node cluster but {ref} declares drain hooks in "
-                   "spec.rkeConfig.upgradeStrategy (" + "; ".join(declared) + "): Rancher "
-                   "would cordon the node during the RKE2 upgrade and wait for them, and the "
-                   "single-node upgrade answers none; remove them (for example kubectl -n "
-                   f"{c.FLEET_NS} patch clusters.provisioning.cattle.io "
-                   f"{c.RANCHER_CLUSTER_NAME} --type merge -p "
-                   "'{\"spec\":{\"rkeConfig\":{\"upgradeStrategy\":null}}}') and retry",
-                   [ref], "coexistence")
+                  "spec.rkeConfig.upgradeStrategy (" + "; ".join(declared) + "): Rancher "
+                  "would cordon the node during the RKE2 upgrade and wait for them, and the "
+                  "single-node upgrade answers none; remove them (for example kubectl -n "
+                  f"{c.FLEET_NS} patch clusters.provisioning.cattle.io "
+                  f"{c.RANCHER_CLUSTER_NAME} --type merge -p "
+                  "'{\"spec\":{\"rkeConfig\":{\"upgradeStrategy\":null}}}') and retry",
+                  [ref], "coexistence")
