@@ -1,4 +1,4 @@
-"""Action plugin for harvester.upgrade.node_cycle: the paused-node wait and the step lines.
+"""Action plugin for harvester.upgrade.node_cycle: the paused-node wait.
 
 The serial node play used to spend seven tasks per node around this module (a debug task for
 its step lines, and a block holding a paused node: say it is paused, wait, run the cycle
@@ -8,13 +8,15 @@ inside the one task:
 
 1. it runs the module with ``pause_timeout: 0``, so a node listed in ``pauseNodes`` returns at
    once (recorded ``UpgradePaused``, nothing else done);
-2. if it is paused, it says which node is paused and how to resume it; if the task allows a
-   wait (``pause_timeout`` > 0) it runs the module again with that ``pause_timeout``: the
-   module waits for the release and upgrades the node, or returns ``paused: true`` again;
-3. it prints ``node cycle of <node>:`` and one line per step, also when the module failed.
+2. if it is paused and the task allows a wait (``pause_timeout`` > 0), it prints that call's
+   step lines and says which node is paused and how to resume it (the task goes on: no
+   callback could say it yet), then runs the module again with that ``pause_timeout``: the
+   module waits for the release and upgrades the node, or returns ``paused: true`` again.
 
 The task's result is the last module result; its ``summary`` holds the lines of every call.
-The module runs inside the task's worker where that is the same thing (see
+The ``harvester_progress`` callback prints ``node cycle of <node>:`` and one line per step of
+the last call (``status_lines.node_cycle_outcome``), also when the module failed. The module
+runs inside the task's worker where that is the same thing (see
 ``plugin_utils/in_process.py``).
 """
 
@@ -24,21 +26,13 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process, status_lines
 
 display = Display()
 
 
-def paused_message(node: str, plan: str, timeout: int) -> str:
-    return (f"Node {node} is paused (UpgradePaused): it is listed in "
-            f"spec.nodeUpgradeOption.pauseNodes of UpgradePlan {plan}. Resume it by removing "
-            f"it from that list, e.g. kubectl edit upgradeplan {plan}. Waiting up to "
-            f"{timeout}s; after that this run ends cleanly and a later run of the same "
-            f"playbook resumes.")
-
-
 class ActionModule(in_process.ModuleAction):
-    """Run node_cycle, hold a paused node, print the step lines."""
+    """Run node_cycle, hold a paused node."""
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
@@ -49,24 +43,16 @@ class ActionModule(in_process.ModuleAction):
         except (TypeError, ValueError):
             wait = 0   # the module reports the bad value
         node = str(args.get("node") or "")
-        summary: list[str] = []
-        res = self._cycle(dict(args, pause_timeout=0) if wait > 0 else args, task_vars,
-                          summary)
-        if res.get("paused") and not res.get("failed") and not self._task.check_mode:
-            display.display(paused_message(node, str(res.get("plan") or ""), wait))
-            if wait > 0:
-                res = self._cycle(args, task_vars, summary, after_pause=True)
+        res = self._module(dict(args, pause_timeout=0) if wait > 0 else args, task_vars)
+        summary = [str(x) for x in res.get("summary") or []]
+        if res.get("paused") and not res.get("failed") and not self._task.check_mode \
+                and wait > 0:
+            status_lines.show(display, [
+                *status_lines.node_cycle_steps(node, summary),
+                status_lines.Line(status_lines.paused_message(
+                    node, str(res.get("plan") or ""), wait))])
+            res = self._module(args, task_vars)
+            summary += [str(x) for x in res.get("summary") or []]
         result.update(res)
         result["summary"] = summary
         return result
-
-    def _cycle(self, args: dict[str, Any], task_vars: dict[str, Any] | None,
-               summary: list[str], after_pause: bool = False) -> dict[str, Any]:
-        res = self._module(args, task_vars)
-        lines = [str(x) for x in res.get("summary") or []]
-        if lines:
-            what = "after the pause " if after_pause else ""
-            display.display(f"node cycle {what}of {args.get('node')}:\n"
-                            + "\n".join(f"  {line}" for line in lines))
-            summary.extend(lines)
-        return res

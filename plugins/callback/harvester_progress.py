@@ -11,6 +11,13 @@ short_description: Status lines of a Harvester upgrade (phase, node N/M, VMs, ET
 description:
   - Prints one short status line whenever the upgrade moves on, next to whatever the stdout
     callback prints (it does not replace it), and a summary at the end of the run.
+  - "It is also the printer of what each finished task of a harvester.upgrade module did: how a
+    phase ended (C(<== ISODownload: completed in 1m02s: ...)) with one line per preflight
+    check, the node cycle's step lines (C(node cycle of <node>:)) and the paused-node notice,
+    the settings C(node_gate) held for the roll (C(NodeUpgrade PreRun: ...)) and its head
+    start, and the UpgradePlan C(upgrade_plan) created or adopted. Only lines about a task
+    still running (a phase's start and progress, a paused node about to be waited for) are
+    printed by the modules' action plugins."
   - "Lines look like C(harvester | plan hvst-upgrade-x | NodeUpgrade 7/8 | node 2/3 hv-2 |
     nodes done 1/3 | VMs migrated 5, shut down 1, restored 1 | elapsed 12m03s | ETA ~6m40s)."
   - "It reads only the results of the harvester.upgrade modules, never the cluster. Keys read:
@@ -46,6 +53,10 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.plugins.callback import CallbackBase  # noqa: E402
+
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import (  # noqa: E402
+    status_lines,
+)
 
 try:
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phases import (
@@ -270,12 +281,13 @@ def _vm_key(vm: Any) -> str:
 
 
 def _module_name(task: Any) -> str | None:
-    """Short name of a harvester.upgrade module run by ``task``, else None."""
+    """Short name of a harvester.upgrade module run by ``task``, else None (only where the
+    task's action is resolved: a task's result)."""
+    prefix = "harvester.upgrade."
     action = str(getattr(task, "action", "") or "")
-    for prefix in ("harvester.upgrade.",):
-        if action.startswith(prefix):
-            return action[len(prefix):]
-    return None
+    if not action.startswith(prefix):   # a short name (the play's ``collections``)
+        action = str(getattr(task, "resolved_action", None) or "")
+    return action[len(prefix):] if action.startswith(prefix) else None
 
 
 class CallbackModule(CallbackBase):
@@ -291,6 +303,7 @@ class CallbackModule(CallbackBase):
         self.state = Progress()
         self._last_line: str | None = None
         self._broken = False
+        self._started: dict[tuple[str, str], float] = {}   # (host, task) -> when it started
 
     # -- helpers -------------------------------------------------------------------------
     def _say(self, msg: str, color: str | None = None) -> None:
@@ -335,20 +348,64 @@ class CallbackModule(CallbackBase):
         if phase and self.state.enter_phase(phase, time.monotonic()):
             self._status()
 
+    def v2_runner_on_start(self, host: Any, task: Any) -> None:
+        self._guard(self._start, host, task)
+
+    def _start(self, host: Any, task: Any) -> None:
+        self._started[(str(host), str(task._uuid))] = time.monotonic()
+
+    def v2_runner_on_skipped(self, result: Any) -> None:
+        self._guard(self._forget, result)
+
+    def v2_runner_on_unreachable(self, result: Any) -> None:
+        self._guard(self._forget, result)
+
+    def _forget(self, result: Any) -> None:
+        self._started.pop((str(result._host), str(result._task._uuid)), None)
+
     def v2_runner_on_ok(self, result: Any) -> None:
-        self._guard(self._result, result, False)
+        self._guard(self._result, result, False, False)
 
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
-        self._guard(self._result, result, not ignore_errors)
+        self._guard(self._result, result, not ignore_errors, True)
 
-    def _result(self, result: Any, failed: bool) -> None:
+    def v2_runner_item_on_ok(self, result: Any) -> None:
+        self._guard(self._outcome, result, False)
+
+    def v2_runner_item_on_failed(self, result: Any) -> None:
+        self._guard(self._outcome, result, True)
+
+    def _outcome(self, result: Any, failed: bool) -> tuple[str, dict[str, Any],
+                                                           dict[str, Any]] | None:
+        """Print the lines about the task's result (status_lines.outcome); the module's
+        short name, its arguments and the result (with ``failed`` put back: callbacks get
+        results without it, the event says it) for the status line."""
         module = _module_name(result._task)
         if module is None:
-            return
-        res = result._result if isinstance(result._result, dict) else {}
+            return None
+        res = dict(result._result) if isinstance(result._result, dict) else {}
+        if failed:
+            res["failed"] = True
         args = (res.get("invocation") or {}).get("module_args") or {}
         if not isinstance(args, dict) or not args:
             args = result._task.args if isinstance(result._task.args, dict) else {}
+        # not a loop's list of item results, nor a result hidden by the task's no_log
+        if not isinstance(res.get("results"), list) and "censored" not in res:
+            fields = getattr(result, "task_fields", None)
+            if fields is None:   # ansible-core < 2.19
+                fields = getattr(result, "_task_fields", None) or {}
+            started = self._started.get((str(result._host), str(result._task._uuid)))
+            seconds = time.monotonic() - started if started is not None else 0.0
+            status_lines.show(self._display, status_lines.outcome(
+                module, args, res, bool(fields.get("check_mode")), seconds))
+        return module, args, res
+
+    def _result(self, result: Any, failed: bool, event_failed: bool) -> None:
+        seen = self._outcome(result, event_failed)
+        self._forget(result)
+        if seen is None:
+            return
+        module, args, res = seen
         now = time.monotonic()
         if self.state.update(module, args, res, now):
             self._status()

@@ -85,13 +85,12 @@ current_phase:
 import time
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
+    module_factory,
     node_restore,
-    phase_actions,
+    phase_finalize,
     phases,
     pipeline,
     plan_cleanup,
@@ -105,7 +104,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(
+    module = module_factory.new_module(argument_spec=args.spec(
         args.PHASE, restore_timeout={"type": "int", "default": 900}), supports_check_mode=True)
     p = module.params
     started = time.time()
@@ -143,8 +142,8 @@ def main() -> None:
                                                  timeout=max(0.0, min(p["restore_timeout"],
                                                                       left)))
         out.update(restored=vms["restored"], failed=vms["failed"])
-        out["actions"] = vms["lines"] + phase_actions.cleanup_resources(kube, writer,
-                                                                        module.check_mode)
+        out["actions"] = vms["lines"] + phase_finalize.cleanup_resources(kube, writer,
+                                                                         module.check_mode)
         # the cleanup ran: deleting the plan later owes nothing. Before Succeeded, so that a
         # run killed in between finds the plan still active and ends it here again
         if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):

@@ -97,21 +97,20 @@ images_removed:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    module_factory,
+    phase_image_cleanup,
     phases,
     pipeline,
 )
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ImageCleanup"),
-                       phase_actions.image_cleanup,
+                       phase_image_cleanup.image_cleanup,
                        None)
 
 

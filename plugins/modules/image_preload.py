@@ -104,11 +104,10 @@ duration:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    module_factory,
+    phase_image_preload,
     phases,
     pipeline,
 )
@@ -118,13 +117,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(args.PHASE,
                                 job_deadline_seconds={"type": "int", "default": 0}),
         supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ImagePreload"),
-                       phase_actions.image_preload,
-                       phase_actions.verify_suc(c.COMPONENT_IMAGE_PRELOAD))
+                       phase_image_preload.image_preload,
+                       phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD))
 
 
 if __name__ == "__main__":

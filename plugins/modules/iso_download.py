@@ -95,22 +95,21 @@ iso_image_id:
   sample: hvst-upgrade-864fh-iso
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    module_factory,
+    phase_iso_download,
     phases,
     pipeline,
 )
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ISODownload"),
-                       phase_actions.iso_download,
-                       phase_actions.verify_iso)
+                       phase_iso_download.iso_download,
+                       phase_iso_download.verify_iso)
 
 
 if __name__ == "__main__":

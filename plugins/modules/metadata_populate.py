@@ -97,22 +97,21 @@ release_metadata:
     os: Harvester v1.6.0
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    module_factory,
+    phase_metadata,
     phases,
     pipeline,
 )
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("MetadataPopulate"),
-                       phase_actions.metadata_populate,
-                       phase_actions.verify_metadata)
+                       phase_metadata.metadata_populate,
+                       phase_metadata.verify_metadata)
 
 
 if __name__ == "__main__":

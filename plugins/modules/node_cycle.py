@@ -161,9 +161,10 @@ notes:
   - Check mode only reads - the batch check, the pause check (no wait) and the evacuation
     plan of the node (C(evacuation)).
   - The step-by-step modules remain the reference; this module calls the same code.
-  - Its action plugin prints one line per step (C(node cycle of <node>:)) and, for a node found
-    paused, calls the module first with I(pause_timeout=0), says how to resume the node, then
-    calls it again with the task's I(pause_timeout); I(summary) holds the lines of both calls.
+  - For a node found paused, its action plugin calls the module first with I(pause_timeout=0),
+    says how to resume the node, then calls it again with the task's I(pause_timeout);
+    I(summary) holds the lines of both calls. The harvester.upgrade.harvester_progress callback
+    prints one line per step (C(node cycle of <node>:)).
 seealso:
   - module: harvester.upgrade.drain_hook_ack
   - module: harvester.upgrade.vm_evacuate

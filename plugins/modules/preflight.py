@@ -144,12 +144,11 @@ status:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     lock,
-    phase_actions,
+    module_factory,
+    phase_initialize,
     phases,
     plan_status,
     plan_writer,
@@ -164,7 +163,7 @@ INITIALIZE = phases.PHASES[0]
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(
             args.PHASE, version={"type": "str"}, image={"type": "str"},
             restore_vm={"type": "bool", "default": False},
@@ -182,7 +181,7 @@ def main() -> None:
         kube = Kube.from_module(module)
         plan = plan_writer.resolve(kube, p.get("plan"))
         if plan is None:
-            facts = phase_actions.gather_facts(kube, None, p)
+            facts = phase_initialize.gather_facts(kube, None, p)
             results = preflight_checks.run_all(facts, p["skip_checks"])
             out.update(checks=[r.as_dict() for r in results], status="what_if",
                        failed_checks=[r.name for r in results if r.failed],
@@ -199,9 +198,9 @@ def main() -> None:
             if rel == "next":
                 writer.update(lambda s: plan_status.initialize(s, writer.now(),
                                                                writer.generation))
-            fields = phase_actions.initialize_fields(kube, writer.plan)
+            fields = phase_initialize.initialize_fields(kube, writer.plan)
             writer.set_fields(fields)
-        facts = phase_actions.gather_facts(kube, writer.plan, p)
+        facts = phase_initialize.gather_facts(kube, writer.plan, p)
         results = preflight_checks.run_all(facts, p["skip_checks"])
         summary = preflight_checks.summary(results)
         out.update(checks=[r.as_dict() for r in results],

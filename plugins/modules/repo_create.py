@@ -90,22 +90,21 @@ duration:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
-    phase_actions,
+    module_factory,
+    phase_repo,
     phases,
     pipeline,
 )
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(args.PHASE),
-                           supports_check_mode=True)
+    module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
+                                       supports_check_mode=True)
     pipeline.run_phase(module, phases.get("RepoCreate"),
-                       phase_actions.repo_create,
-                       phase_actions.verify_repo)
+                       phase_repo.repo_create,
+                       phase_repo.verify_repo)
 
 
 if __name__ == "__main__":

@@ -74,12 +74,11 @@ actions:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     errors,
     lock,
+    module_factory,
     phases,
     plan_cleanup,
     plan_writer,
@@ -102,7 +101,7 @@ def _pick(kube: Kube, name: str | None) -> dict[str, Any] | None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(
+    module = module_factory.new_module(argument_spec=args.spec(
         plan={"type": "str"}, force={"type": "bool", "default": False},
         reason={"type": "str", "default": "aborted by the operator"},
         restore_timeout={"type": "int", "default": 600}), supports_check_mode=True)

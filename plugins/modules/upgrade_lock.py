@@ -70,9 +70,12 @@ lease:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import args, lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    lock_lease,
+    lock_run,
+    module_factory,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
@@ -80,32 +83,33 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=args.spec(
+    module = module_factory.new_module(argument_spec=args.spec(
         state={"type": "str", "choices": ["acquired", "released"], "default": "acquired"},
-        duration={"type": "int", "default": lock.DEFAULT_DURATION}),
+        duration={"type": "int", "default": lock_lease.DEFAULT_DURATION}),
         supports_check_mode=True)
     p = module.params
-    me = lock.identity()
+    me = lock_run.identity()
     if p["duration"] < 1:
         module.fail_json(msg=f"duration must be at least 1 second, got {p['duration']}")
     try:
         kube = Kube.from_module(module)
         if p["state"] == "released":
-            done = False if module.check_mode else lock.release(kube, me)
+            done = False if module.check_mode else lock_lease.release(kube, me)
             module.exit_json(changed=done, holder=me, lease=None,
                              msg="released the upgrade lock" if done
                              else "the upgrade lock was not held by this run")
         if module.check_mode:
-            lease = kube.get(*lock.LEASE, lock.NAME, lock.NAMESPACE)
-            what = lock.decide(lease, me, lock._now())
+            lease = kube.get(*lock_lease.LEASE, lock_lease.NAME, lock_lease.NAMESPACE)
+            what = lock_lease.decide(lease, me, lock_lease.now_utc())
             if what == "held":
-                module.fail_json(msg=lock.held_message(lease or {}, lock._now()), holder=me)
+                module.fail_json(msg=lock_lease.held_message(lease or {}, lock_lease.now_utc()),
+                                 holder=me)
             module.exit_json(changed=what != "renew", holder=me, lease=lease,
                              msg="would watch the lease for its duration and take it if "
                              "it stays unchanged" if what == "observe" else "")
         try:
-            lease = lock.acquire(kube, me, p["duration"])
-        except lock.LockHeld as exc:
+            lease = lock_lease.acquire(kube, me, p["duration"])
+        except lock_lease.LockHeld as exc:
             module.fail_json(msg=str(exc), holder=me)
         except ValueError as exc:   # HARVESTER_UPGRADE_LOCK_DURATION
             module.fail_json(msg=str(exc), holder=me)

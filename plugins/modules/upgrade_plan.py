@@ -260,7 +260,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     crd,
     lock,
     manifests,
-    phase_actions,
+    module_factory,
+    phase_common,
     phases,
     plan_cleanup,
     plan_input,
@@ -472,7 +473,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     version = p.get("version")
     if not version and not p.get("image") and existing is None:
         # nothing asked: the newest Version newer than the running release, if any
-        names = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)]
+        names = [v["metadata"]["name"] for v in phase_common.list_versions(kube)]
         version = versions.newest_target(names, running or "")
         if not version:   # up to date: nothing is written, not even the lock
             not_up_to_date(module, kube, running or "", plans)
@@ -510,7 +511,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = module_factory.new_module(
         argument_spec=args.spec(
             action={"type": "str", "default": "ensure",
                     "choices": ["ensure", "read", "transition", "fail", "set_fields"]},

@@ -2,14 +2,17 @@
 
 Ansible runs a module by building an AnsiballZ payload and starting a new Python for it, which
 imports ``ansible.module_utils.basic``, ``kubernetes`` and our code from a zip (no bytecode
-cache) every time: ~0.35 CPU-s and ~0.35 s of wall time per call, most of a short phase's
-cost (docs/performance.md). Our modules only talk to the Kubernetes API, and every play of
-the collection runs them with ``connection: local`` under the controller's own Python, so the
+cache) every time: ~0.35 CPU-s and ~0.35 s of wall time per call, most of a short phase's cost
+(docs/performance.md). Our modules only talk to the Kubernetes API, and every play of the
+collection runs them with ``connection: local`` under the controller's own Python, so the
 action plugins run them here instead: the task's worker (a fork of ansible-playbook) calls the
-module's ``main()`` with a stand-in for ``AnsibleModule`` (:class:`InProcessModule`) that
-validates the arguments with the same validator, and turns ``exit_json``/``fail_json`` into a
-result. This file's imports load ``kubernetes`` and our module_utils once, in ansible-playbook
-itself (action plugins are loaded there before a task is queued), so every fork has them.
+module's own ``main()``. Every module builds its ``AnsibleModule`` through
+``module_utils/harvester/module_factory.py``; for this call the factory builds an
+:class:`InProcessModule` instead, which validates the arguments with the validator
+``AnsibleModule`` uses and turns ``exit_json``/``fail_json`` into the result. Nothing in the
+module is replaced: the module and in-process paths run the same code. This file's imports load
+``kubernetes`` and our module_utils once, in ansible-playbook itself (action plugins are loaded
+there before a task is queued), so every fork has them.
 
 Used only when it is the same thing: the task runs on the ``local`` connection, without
 become or async, with the controller's Python, for a module of this collection, and
@@ -21,6 +24,7 @@ process the module runs in (here the worker) when ansible-playbook is gone.
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import importlib
 import os
@@ -35,6 +39,8 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import module_factory
 
 # loaded here, in ansible-playbook, so that every worker forked from it has them already
 # (the reason this runner saves time): the Kubernetes client and every module of the
@@ -72,7 +78,6 @@ atexit.register(gc.freeze)
 display = Display()
 
 COLLECTION = "harvester.upgrade."
-NODE_MODULE = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_module"
 CLIENT = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client"
 LOCK = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock"
 SWITCH = "harvester_upgrade_in_process"
@@ -88,28 +93,28 @@ class ModuleExit(BaseException):
 
 
 class InProcessModule:
-    """What our modules use of ``AnsibleModule``: ``params``, ``check_mode``, ``warn``,
-    ``exit_json``, ``fail_json``; arguments validated by the same validator."""
-
-    args: dict[str, Any] = {}
-    check_mode_active = False
-    name = "module"
+    """What our modules use of ``AnsibleModule`` (see ``module_factory``): ``params``,
+    ``check_mode``, ``warn``, ``exit_json``, ``fail_json``, ``_name``; the arguments validated
+    by the validator ``AnsibleModule`` uses, with the same messages."""
 
     def __init__(self, argument_spec: dict[str, Any], bypass_checks: bool = False,
                  no_log: bool = False, mutually_exclusive: Any = None,
                  required_together: Any = None, required_one_of: Any = None,
                  add_file_common_args: bool = False, supports_check_mode: bool = False,
-                 required_if: Any = None, required_by: Any = None) -> None:
+                 required_if: Any = None, required_by: Any = None, *,
+                 args: dict[str, Any], check_mode: bool, name: str) -> None:
         self.argument_spec = argument_spec
-        self.check_mode = self.check_mode_active
+        self.check_mode = check_mode
+        self._name = name   # as AnsibleModule's: the module name the task gave
         self.warnings: list[str] = []
-        self.no_log_values: set[str] = set()
-        self.params: dict[str, Any] = dict(self.args)
+        self.params: dict[str, Any] = dict(args)
         validation = ModuleArgumentSpecValidator(
             argument_spec, mutually_exclusive, required_together, required_one_of,
             required_if, required_by).validate(self.params)
         self.params.update(validation.validated_parameters)
-        self.no_log_values.update(validation._no_log_values)  # noqa: SLF001 - as AnsibleModule
+        # the values of no_log options and their fallbacks: ansible-core has no public
+        # accessor for them; AnsibleModule reads this same attribute
+        self.no_log_values: set[str] = set(validation._no_log_values)  # noqa: SLF001
         try:
             error = validation.errors[0]
         except IndexError:
@@ -117,11 +122,11 @@ class InProcessModule:
         if error is not None:
             msg = validation.errors.msg
             if isinstance(error, UnsupportedError):
-                msg = f"Unsupported parameters for ({self.name}) module: {msg}"
+                msg = f"Unsupported parameters for ({name}) module: {msg}"
             self.fail_json(msg=msg)
         if self.check_mode and not supports_check_mode:
             self.exit_json(skipped=True,
-                           msg=f"remote module ({self.name}) does not support check mode")
+                           msg=f"remote module ({name}) does not support check mode")
 
     def warn(self, warning: str) -> None:
         self.warnings.append(str(warning))
@@ -176,15 +181,12 @@ def usable(action: ActionBase, module_fqcn: str, task_vars: dict[str, Any] | Non
 
 
 def resolve(action: ActionBase, name: str) -> str:
-    """The module's fully qualified name (``harvester.upgrade.x``) or ``name``."""
+    """The module's fully qualified name (``harvester.upgrade.x``) or ``name``: the task's
+    action is resolved to the plugin of that name, ours or another collection's."""
     if name.startswith(COLLECTION):
         return name
-    try:
-        ctx = action._shared_loader_obj.module_loader.find_plugin_with_context(  # noqa: SLF001
-            name, collection_list=action._task.collections)  # noqa: SLF001
-        return str(ctx.resolved_fqcn or name) if ctx.resolved else name
-    except Exception:  # noqa: BLE001 - unknown here: the usual way reports it
-        return name
+    resolved = getattr(action._task, "resolved_action", None)  # noqa: SLF001 - its own task
+    return str(resolved) if resolved else name
 
 
 def _flush_discovery() -> None:
@@ -198,20 +200,17 @@ def _flush_discovery() -> None:
             pass
 
 
-def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, Any]:
-    """Call the module's ``main()`` here with ``args``; its result (failed on a crash)."""
+def run(module_fqcn: str, args: dict[str, Any], check_mode: bool,
+        name: str | None = None) -> dict[str, Any]:
+    """Call the module's ``main()`` here with ``args``; its result (failed on a crash).
+    ``name``: the module name the task gave (``AnsibleModule._name``), else ``module_fqcn``."""
     short = module_fqcn.rsplit(".", 1)[-1]
     code = importlib.import_module(f"{MODULES}.{short}")
-    standin = type("InProcessModule", (InProcessModule,),
-                   {"args": dict(args), "check_mode_active": check_mode, "name": short})
-    # the stand-in replaces AnsibleModule where our modules build one, for this call
-    swapped = [(holder, holder.AnsibleModule)
-               for holder in (code, sys.modules.get(NODE_MODULE))
-               if holder is not None and hasattr(holder, "AnsibleModule")]
-    for holder, _original in swapped:
-        holder.AnsibleModule = standin
+    builder = functools.partial(InProcessModule, args=dict(args), check_mode=check_mode,
+                                name=name or module_fqcn)
     try:
-        code.main()
+        with module_factory.building(builder):
+            code.main()
     except ModuleExit as done:
         return done.result
     except Exception as exc:  # noqa: BLE001 - as a crashed module process is reported
@@ -219,8 +218,6 @@ def run(module_fqcn: str, args: dict[str, Any], check_mode: bool) -> dict[str, A
                 "msg": f"MODULE FAILURE: {type(exc).__name__}: {exc}",
                 "exception": traceback.format_exc()}
     finally:
-        for holder, original in swapped:
-            holder.AnsibleModule = original
         lock = sys.modules.get(LOCK)
         if lock is not None:   # a lock lost from now on is not this module's failure
             lock.module_ended()
@@ -242,7 +239,8 @@ def execute(action: ActionBase, module_name: str, module_args: dict[str, Any],
     # allocations would otherwise set off over and over (and which would copy the pages
     # shared with ansible-playbook); the worker ends with the task
     gc.freeze()
-    result = run(fqcn, module_args, bool(action._task.check_mode))  # noqa: SLF001
+    result = run(fqcn, module_args, bool(action._task.check_mode),  # noqa: SLF001
+                 name=module_name)
     for warning in result.pop("warnings", None) or []:
         display.warning(str(warning))
     return result

@@ -1,11 +1,13 @@
-"""Controller side of the phase modules: one line at start and end, progress while waiting.
+"""Controller side of the phase modules: call the module again while it answers ``pending``.
 
 A phase module waits in slices of ``progress_interval`` seconds and returns
 ``status: pending`` with a progress line when a slice ends; this action calls it again
-(with the same absolute ``deadline``) until the phase completes, fails or is not to be run,
-printing each progress line. Modules stay usable without it (then they block until done).
-The module runs inside the task's worker where that is the same thing (see
-:mod:`in_process`).
+(with the same absolute ``deadline``) until the phase completes, fails or is not to be run.
+While it loops it prints the phase's start and each progress line (no callback event exists
+before the task ends); how the phase ended is printed by the ``harvester_progress`` callback
+from the result (``status_lines.phase_outcome``). Modules stay usable without it (then they
+block until done). The module runs inside the task's worker where that is the same thing
+(see :mod:`in_process`).
 """
 
 from __future__ import annotations
@@ -15,16 +17,9 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process, status_lines
 
 display = Display()
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 class PhaseAction(in_process.ModuleAction):
@@ -43,32 +38,15 @@ class PhaseAction(in_process.ModuleAction):
         while True:
             res = self._module(args, task_vars)
             phase = res.get("phase") or label
-            plan = res.get("plan")
             if not announced and res.get("status") in ("pending", "completed") \
                     and not res.get("failed"):
-                display.display(f"==> {phase}: started" + (f" (plan {plan})" if plan else ""))
+                status_lines.show(display, [status_lines.phase_started(phase, res.get("plan"))])
                 announced = True
             if res.get("status") == "pending" and not res.get("failed") \
                     and not self._task.check_mode:
-                display.display(f"    {phase}: {res.get('progress') or 'waiting'} "
-                                f"[{_duration(time.time() - started)}]")
+                status_lines.show(display, [status_lines.phase_progress(
+                    phase, res.get("progress"), time.time() - started)])
                 continue
             break
-        took = _duration(time.time() - started)
-        for check in res.get("checks") or []:   # preflight: one line per check
-            if isinstance(check, dict):
-                display.display(f"    {check.get('status')} | {check.get('name')} | "
-                                f"{check.get('message')}")
-        if res.get("failed"):
-            display.display(f"<== {phase}: FAILED after {took}: {res.get('msg')}",
-                            color="red")
-        elif res.get("status") == "completed":
-            display.display(f"<== {phase}: completed in {took}: {res.get('msg')}")
-        elif res.get("status") == "no_plan" and self._task.check_mode:
-            display.display(f"--- {phase}: {res.get('msg')}")
-        elif res.get("status") in ("not_reached", "no_plan"):
-            display.warning(str(res.get("msg")))
-        else:
-            display.display(f"--- {phase}: {res.get('msg')}")
         result.update(res)
         return result

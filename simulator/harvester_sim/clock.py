@@ -3,14 +3,21 @@
 Simulated time runs ``speed`` times faster than wall time. Object timestamps use real UTC
 time (so ``kubectl`` ages stay sane); durations of simulated work (downloads, migrations,
 reboots) are expressed in simulated seconds and converted with :meth:`Clock.sim_to_wall`.
+
+No other module of the simulator reads the time: real UTC time through :meth:`Clock.wall_now`,
+:meth:`Clock.wall_time`, :meth:`Clock.timestamp` and friends (static, for the parts that have
+no clock of their own: TLS, tokens, tables), elapsed real time through
+:meth:`Clock.monotonic`, simulated time through :meth:`Clock.now`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import email.utils
 import time
 
 _TS_CACHE: tuple[int, str] = (-1, "")
+_DATE_CACHE: tuple[int, str] = (-1, "")
 
 
 class Clock:
@@ -46,6 +53,33 @@ class Clock:
     def wall_now() -> _dt.datetime:
         """Real UTC time, for object timestamps."""
         return _dt.datetime.now(_dt.timezone.utc)
+
+    @staticmethod
+    def wall_time() -> float:
+        """Real UTC time as seconds since the epoch (request and token times)."""
+        return time.time()
+
+    @staticmethod
+    def rfc3339(ts: float) -> str:
+        """Epoch seconds ``ts`` as an RFC 3339 timestamp with second precision."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+    @staticmethod
+    def rfc3339_micro(ts: float) -> str:
+        """Epoch seconds ``ts`` as an RFC 3339 timestamp with microseconds."""
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ")
+
+    @staticmethod
+    def http_date() -> str:
+        """The current time as an HTTP ``Date`` header value (RFC 7231)."""
+        global _DATE_CACHE
+        sec = int(time.time())
+        cached = _DATE_CACHE
+        if cached[0] != sec:
+            cached = (sec, email.utils.formatdate(sec, usegmt=True))
+            _DATE_CACHE = cached
+        return cached[1]
 
     @staticmethod
     def timestamp() -> str:

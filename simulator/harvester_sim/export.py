@@ -20,7 +20,6 @@ Longhorn settings outside :data:`HARVESTER_SETTINGS` / :data:`LONGHORN_SETTINGS`
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
+from .clock import Clock
 from .scenarios import loader, objects
 
 Obj = dict[str, Any]
@@ -311,7 +311,7 @@ class Exporter:
         scn: Obj = {
             "name": name,
             "description": f"Exported by harvester-sim export from context {r.context} on "
-                           f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC: "
+                           f"{Clock.wall_now():%Y-%m-%d %H:%M} UTC: "
                            f"{len(nodes)} nodes, Harvester {installed}.",
             "seed": 1,
             "harvester": {"installed": installed,

@@ -91,7 +91,7 @@ from typing import Any
 
 from .api.selectors import from_label_selector_dict
 from .controllers.kubevirt import vmi_memory_mib
-from .controllers.podutil import node_affinity_matches, tolerates
+from .controllers.podutil import get_condition, node_affinity_matches, node_ready, tolerates_taints
 
 log = logging.getLogger("harvester_sim.invariants")
 
@@ -127,18 +127,6 @@ def _key(obj: Obj) -> Key:
 
 def _phase(obj: Obj | None) -> str:
     return str(((obj or {}).get("status") or {}).get("phase") or "")
-
-
-def _condition(obj: Obj | None, type_: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return c  # type: ignore[no-any-return]
-    return None
-
-
-def _node_ready(node: Obj) -> bool:
-    c = _condition(node, "Ready")
-    return c is not None and c.get("status") == "True"
 
 
 def _has_drain_taint(node: Obj) -> bool:
@@ -386,7 +374,7 @@ class Monitor:
             self.etcd_members.discard(name)
             return
         self.nodes[name] = obj
-        ready = _node_ready(obj)
+        ready = node_ready(obj)
         was = self.node_ready.get(name)
         self.node_ready[name] = ready
         if was and not ready and not seeding:
@@ -508,7 +496,7 @@ class Monitor:
             return
         if k not in self.vms:
             return   # the VM is gone: its VMI goes with it
-        lm = _condition(vmi, "LiveMigratable")
+        lm = get_condition(vmi, "LiveMigratable")
         if lm is None or lm.get("status") != "True":
             return
         node = str((vmi.get("status") or {}).get("nodeName") or "")
@@ -527,18 +515,12 @@ class Monitor:
     def migration_targets(self, vmi: Obj, source: str) -> list[str]:
         """Nodes a live migration of ``vmi`` off ``source`` could go to now (placement rules
         only: Ready, schedulable, no drain taint, selector/affinity, taints tolerated)."""
-        spec = vmi.get("spec") or {}
-        tolerations = spec.get("tolerations") or []
         out = []
         for name, node in sorted(self.nodes.items()):
             if name == source or not self.node_ready.get(name) or name in self.cordoned \
                     or name in self.drain_tainted:
                 continue
-            if not node_affinity_matches(vmi, node):
-                continue
-            taints = (node.get("spec") or {}).get("taints") or []
-            if any(t.get("effect") in ("NoSchedule", "NoExecute") and
-                   not tolerates(tolerations, t) for t in taints):
+            if not node_affinity_matches(vmi, node) or not tolerates_taints(vmi, node):
                 continue
             out.append(name)
         return out

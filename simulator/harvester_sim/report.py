@@ -72,10 +72,7 @@ def unmodelled_programs(world: Any) -> list[dict[str, Any]]:
 
 
 def _monitor(world: Any) -> Any:
-    mon = world.extras.get("invariants")
-    if mon is None:
-        mon = getattr(world, "controllers", {}).get("invariants")
-    return mon
+    return world.extras.get("invariants")
 
 
 def _jsonable(obj: Any) -> Any:

@@ -5,10 +5,12 @@ store (through the client, like any actor) and starts the controllers; the API s
 (``api.server``) is started separately by the CLI or the test kit on top of ``world.store``.
 
 Each simulated controller module in :data:`CONTROLLER_MODULES` exposes
-``setup(world) -> object``; modules are set up in that order. ``World(..., without=names)``
-leaves out the controllers named (by the last part of the module name, e.g. ``suc``), so
-that a real controller run beside the simulator does their work (``harvester-sim serve
---without suc`` with the real system-upgrade-controller pointed at its kubeconfig).
+``setup(world) -> object``; modules are set up in that order, then the invariant monitor
+(:data:`MONITOR_MODULE`, which only watches: ``world.extras["invariants"]``).
+``World(..., without=names)`` leaves out the controllers named (by the last part of the
+module name, e.g. ``suc``), so that a real controller run beside the simulator does their
+work (``harvester-sim serve --without suc`` with the real system-upgrade-controller pointed
+at its kubeconfig).
 """
 
 from __future__ import annotations
@@ -49,13 +51,13 @@ CONTROLLER_MODULES = [
     "harvester_sim.controllers.suc",
     "harvester_sim.controllers.charts",
     "harvester_sim.controllers.rancher",
-    "harvester_sim.invariants",
 ]
 
-# Names ``--without`` accepts: every simulated controller; the invariant monitor is not a
-# controller (it only watches) and cannot be swapped for a real one.
-CONTROLLER_NAMES = tuple(m.rsplit(".", 1)[1] for m in CONTROLLER_MODULES
-                         if m.startswith("harvester_sim.controllers."))
+# Not a controller: it only watches the store, and cannot be swapped for a real one.
+MONITOR_MODULE = "harvester_sim.invariants"
+
+# Names ``--without`` accepts: every simulated controller.
+CONTROLLER_NAMES = tuple(m.rsplit(".", 1)[1] for m in CONTROLLER_MODULES)
 
 
 def check_without(names: Iterable[str]) -> tuple[str, ...]:
@@ -93,6 +95,13 @@ class World:
     def client_for(self, component: str) -> Client:
         return Client(self.store, f"harvester-sim/{component}")
 
+    def simulates(self, controller: str) -> bool:
+        """Whether this world runs the simulated ``controller`` (a name of
+        :data:`CONTROLLER_NAMES`). A controller asks this to know whether some other part
+        of the cluster acts in this world (a kubelet runs pods, a scheduler binds them); it
+        never calls that controller."""
+        return controller in self.controllers
+
     def start(self) -> None:
         """Load the scenario and start the controllers."""
         loader = importlib.import_module("harvester_sim.scenarios.loader")
@@ -103,6 +112,7 @@ class World:
                 log.warning("controller %s left out: a real one must do its work", name)
                 continue
             self.controllers[name] = importlib.import_module(mod_name).setup(self)
+        importlib.import_module(MONITOR_MODULE).setup(self)
         self.runtime.start()
         if hasattr(loader, "after_start"):
             loader.after_start(self)

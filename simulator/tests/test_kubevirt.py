@@ -16,6 +16,7 @@ import pytest
 from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import kubevirt
+from harvester_sim.controllers import podutil as pu
 from harvester_sim.world import World
 
 API = "kubevirt.io/v1"
@@ -129,7 +130,7 @@ def launcher_pods(world: World, name: str) -> list[dict[str, Any]]:
 
 
 def cond(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    c = kubevirt.condition(obj, type_)
+    c = pu.get_condition(obj, type_)
     assert c is not None, f"no {type_} condition"
     return c
 

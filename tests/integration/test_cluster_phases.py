@@ -224,13 +224,36 @@ def _replenish(sim: Any) -> str | None:
     return None if obj is None else str(obj.get("value"))
 
 
+def _await_replenish(sim: Any, timeout: float = 60.0) -> str:
+    """The setting's value once simulated Longhorn has created its defaults (after the world
+    starts: on a loaded machine later than the scenario's first watch); the baseline the
+    Finalize check compares with."""
+    import threading
+
+    created = threading.Event()
+
+    def seen(ev: Any) -> None:
+        if ev.obj.get("kind") == "Setting" and \
+                ev.obj["metadata"].get("name") == "replica-replenishment-wait-interval":
+            created.set()
+
+    sim.world.store.subscribe(seen)
+    value = _replenish(sim)
+    if value is None:
+        assert created.wait(timeout), \
+            "Longhorn's replica-replenishment-wait-interval setting never appeared"
+        value = _replenish(sim)
+    assert value is not None
+    return value
+
+
 @pytest.fixture(scope="module")
 def journey() -> Iterator[Journey]:
     from harvester_sim import testing
 
     with testing.running("three-node", speed=SPEED) as sim:
         j = Journey(sim)
-        j.replenish_before = _replenish(sim)
+        j.replenish_before = _await_replenish(sim)
 
         def seen(ev: Any) -> None:   # every committed write, under the store's lock
             # changes of the value only: Longhorn's own create and status writes of its

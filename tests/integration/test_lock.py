@@ -68,11 +68,11 @@ def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook
     if how == "expired":
         _put_lease(sim, "alice@bastion:4242/run-0123456789abcdef", now - timedelta(hours=1), 5)
     else:   # a run of this machine whose ansible-playbook is gone
-        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock_run
         dead = 2 ** 22 + 17
         os.environ["HARVESTER_UPGRADE_LOCK_DIR"] = env["HARVESTER_UPGRADE_LOCK_DIR"]
         try:
-            token = lock.run_token(dead)
+            token = lock_run.run_token(dead)
         finally:
             del os.environ["HARVESTER_UPGRADE_LOCK_DIR"]
         _put_lease(sim, f"{getpass.getuser()}@{socket.gethostname()}:{dead}/run-{token}",
@@ -139,7 +139,7 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
     """kill -9 of ansible-playbook's process group while a node step waits (here: a paused
     node, up to 600 s): nothing of that run is left working against the cluster afterwards.
     Ansible's workers setsid(), so they and their modules are outside that process group; in
-    this set-up they end with the run anyway, and lock.watch_run (unit-tested) stops a module
+    this set-up they end with the run anyway, and lock_fence.watch_run (unit-tested) stops a module
     whose ansible-playbook is gone should one outlive it (chaos saw a node state written by a
     killed run's step after the kill)."""
     import signal

@@ -1,14 +1,19 @@
 """The harvester_progress callback's state machine, fed with module results as the roles
-register them (keys documented in the plugin's DOCUMENTATION)."""
+register them (keys documented in the plugin's DOCUMENTATION), and the lines it prints about
+finished tasks (plugin_utils/status_lines.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.harvester.upgrade.plugins.callback.harvester_progress import (
     PHASE_NAMES,
+    CallbackModule,
     Progress,
     fmt_duration,
     phase_name,
 )
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import status_lines
 
 
 def test_fmt_duration() -> None:
@@ -91,3 +96,159 @@ def test_status_line_only_changes_on_news() -> None:
 def test_phase_table_has_the_upgrade_v2_order() -> None:
     assert PHASE_NAMES[0] == "Initialize" and "NodeUpgrade" in PHASE_NAMES
     assert PHASE_NAMES.index("ClusterUpgrade") < PHASE_NAMES.index("NodeUpgrade")
+
+
+# -- the lines about finished tasks (plugin_utils/status_lines.py), printed by the callback ---
+class Shown:
+    """A Display that records what it was asked to print."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str | None]] = []
+
+    def display(self, msg: str, color: str | None = None, **_kw: Any) -> None:
+        self.lines.append((msg, color))
+
+    def warning(self, msg: str, **_kw: Any) -> None:
+        self.lines.append((msg, "WARNING"))
+
+
+def shown(lines: list[status_lines.Line]) -> list[tuple[str, str | None]]:
+    out = Shown()
+    status_lines.show(out, lines)
+    return out.lines
+
+
+def test_a_phase_ends_with_its_checks_and_one_closing_line() -> None:
+    res = {"phase": "Initialize", "status": "completed", "msg": "all passed",
+           "checks": [{"status": "PASS", "name": "nodes-ready", "message": "3/3"}, "junk"]}
+    assert shown(status_lines.outcome("preflight", {}, res, False, 75.0)) == [
+        ("    PASS | nodes-ready | 3/3", None),
+        ("<== Initialize: completed in 1m15s: all passed", None)]
+    failed = {"phase": "ISODownload", "status": "pending", "failed": True, "msg": "no ISO"}
+    assert shown(status_lines.outcome("iso_download", {}, failed, False, 3725.0)) == [
+        ("<== ISODownload: FAILED after 1h02m: no ISO", "red")]
+
+
+def test_a_phase_not_run_is_a_warning_or_in_check_mode_a_note() -> None:
+    no_plan = {"status": "no_plan", "msg": "no active UpgradePlan"}
+    assert shown(status_lines.outcome("finalize", {}, no_plan, False, 0.0)) == [
+        ("no active UpgradePlan", "WARNING")]
+    assert shown(status_lines.outcome("finalize", {}, no_plan, True, 0.0)) == [
+        ("--- finalize: no active UpgradePlan", None)]
+    reached = {"phase": "RepoCreate", "status": "not_reached", "msg": "at ISODownloading"}
+    assert shown(status_lines.outcome("repo_create", {}, reached, True, 0.0)) == [
+        ("at ISODownloading", "WARNING")]
+    verified = {"phase": "RepoCreate", "status": "verified", "msg": "already completed"}
+    assert shown(status_lines.outcome("repo_create", {}, verified, False, 0.0)) == [
+        ("--- RepoCreate: already completed", None)]
+
+
+def _cycle(names: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    steps = [{"step": n} for n in names]
+    return steps, [f"{n} done" for n in names] + ["total 1s"]
+
+
+def test_node_cycle_lines_are_those_of_its_last_call() -> None:
+    steps, lines = _cycle(["gate", "pause", "evacuate"])
+    args = {"node": "n1", "pause_timeout": 0}
+    res = {"node": "n1", "steps": steps, "summary": lines, "paused": False}
+    assert shown(status_lines.outcome("node_cycle", args, res, False, 9.0)) == [
+        ("node cycle of n1:\n  gate done\n  pause done\n  evacuate done\n  total 1s", None)]
+    # paused, the action waited: it printed the first call's lines and the notice itself
+    first = _cycle(["gate", "pause"])[1]
+    res = {"node": "n1", "steps": steps, "summary": first + lines, "paused": False}
+    assert shown(status_lines.outcome("node_cycle", {"node": "n1", "pause_timeout": 60}, res,
+                                      False, 9.0))[0][0].startswith(
+        "node cycle after the pause of n1:\n  gate done")
+    assert shown(status_lines.outcome("node_cycle", {"node": "n1"},
+                                      {"steps": [], "summary": first, "failed": True,
+                                       "msg": "lock lost"}, False, 1.0)) == []
+
+
+def test_a_paused_node_not_waited_for_is_said_after_its_steps() -> None:
+    steps, lines = _cycle(["gate", "pause"])
+    res = {"node": "n2", "steps": steps, "summary": lines, "paused": True, "plan": "p1"}
+    out = shown(status_lines.outcome("node_cycle", {"node": "n2", "pause_timeout": 0}, res,
+                                     False, 1.0))
+    assert out[0][0].startswith("node cycle of n2:")
+    assert out[1][0].startswith("Node n2 is paused (UpgradePaused)") and "upgradeplan p1" in \
+        out[1][0] and "Waiting up to 0s" in out[1][0]
+    assert len(shown(status_lines.outcome("node_cycle", {"node": "n2"}, res, True, 1.0))) == 1
+
+
+def test_node_gate_and_upgrade_plan_lines() -> None:
+    res = {"settings": ["save replica-replenishment-wait-interval"],
+           "head_start": {"next": "n2", "started": ["a"], "stopping": [], "why": ""}}
+    assert shown(status_lines.outcome("node_gate", {"step": "enter"}, res, False, 0.0)) == [
+        ("    NodeUpgrade PreRun: save replica-replenishment-wait-interval", None),
+        ("    Head start: 1 migration(s) started off n2, 0 VM(s) asked to stop", None)]
+    assert status_lines.outcome("node_gate", {"step": "finish"}, res, False, 0.0) == []
+    created = {"msg": "created UpgradePlan p1 to v1.6.0"}
+    assert shown(status_lines.outcome("upgrade_plan", {"action": "ensure"}, created, False,
+                                      0.0)) == [("    UpgradePlan: created UpgradePlan p1 to "
+                                                 "v1.6.0", None)]
+    assert status_lines.outcome("upgrade_plan", {"action": "read"}, created, False, 0.0) == []
+    assert status_lines.outcome("vm_restore", {}, created, False, 0.0) == []
+
+
+class FakeTask:
+    def __init__(self, action: str, args: dict[str, Any]) -> None:
+        self.action = action
+        self.args = args
+        self._uuid = "t1"
+        self._role = None
+
+    def get_name(self) -> str:
+        return "a task"
+
+
+class FakeResult:
+    """What a callback gets: the result without ``failed`` (the event says it)."""
+
+    def __init__(self, task: FakeTask, res: dict[str, Any], check_mode: bool = False) -> None:
+        self._task = task
+        self._host = "localhost"
+        self._result = res
+        self.task_fields = {"check_mode": check_mode}
+
+
+def callback() -> tuple[CallbackModule, Shown]:
+    cb = CallbackModule()
+    out = Shown()
+    cb._display = out  # type: ignore[assignment]
+    return cb, out
+
+
+def test_the_callback_prints_a_failed_phase_and_counts_no_failed_node() -> None:
+    cb, out = callback()
+    task = FakeTask("harvester.upgrade.cluster_upgrade", {})
+    cb.v2_runner_on_start("localhost", task)
+    cb.v2_runner_on_failed(FakeResult(task, {"phase": "ClusterUpgrade", "status": "pending",
+                                             "msg": "timed out"}))
+    assert ("<== ClusterUpgrade: FAILED after 0s: timed out", "red") in out.lines
+    assert any(line.startswith("harvester | FAILED (phase ClusterUpgrade)")
+               for line, _ in out.lines), out.lines
+    node = FakeTask("harvester.upgrade.node_cycle", {"node": "n1"})
+    cb.v2_runner_on_failed(FakeResult(node, {"steps": [], "summary": [], "msg": "Job failed",
+                                             "invocation": {"module_args": {"node": "n1"}}}))
+    assert "n1" not in cb.state.nodes_done
+    assert not cb._broken
+
+
+def test_the_callback_prints_nothing_for_other_modules_or_a_loop() -> None:
+    cb, out = callback()
+    cb.v2_runner_on_ok(FakeResult(FakeTask("ansible.builtin.debug", {}), {"msg": "hi"}))
+    cb.v2_runner_on_ok(FakeResult(FakeTask("harvester.upgrade.finalize", {}),
+                                  {"results": [{"status": "completed"}]}))
+    assert out.lines == [] and not cb._broken
+    cb.v2_runner_item_on_ok(FakeResult(FakeTask("harvester.upgrade.finalize", {}),
+                                       {"status": "no_plan", "msg": "none"}, check_mode=True))
+    assert out.lines == [("--- finalize: none", None)]
+
+
+def test_a_result_hidden_by_no_log_prints_nothing() -> None:
+    cb, out = callback()
+    cb.v2_runner_on_ok(FakeResult(FakeTask("harvester.upgrade.finalize", {}), {
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was "
+                    "specified for this result", "changed": True}))
+    assert out.lines == [] and not cb._broken

@@ -1,11 +1,14 @@
-"""Modules run inside the task's worker (plugin_utils/in_process.py): the stand-in for
-AnsibleModule validates as AnsibleModule does, its exits become the result (secrets masked),
-a crash is a module failure, and only a local task under the controller's own Python is run
-that way."""
+"""Modules run inside the task's worker (plugin_utils/in_process.py): every module builds its
+AnsibleModule through module_utils' module_factory, which builds the in-process stand-in for
+the call; the stand-in validates as AnsibleModule does, its exits become the result (secrets
+masked), a crash is a module failure, and only a local task under the controller's own Python
+is run that way."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import sys
 import types
 from typing import Any
@@ -15,13 +18,16 @@ import pytest
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 in_process = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.plugin_utils.in_process")
+module_factory = in_process.module_factory
 
 
 def test_a_real_module_refuses_an_unknown_option_as_ansible_does() -> None:
     res = in_process.run("harvester.upgrade.upgrade_lock", {"state": "released", "bogus": 1},
                          check_mode=False)
     assert res["failed"] is True
-    assert res["msg"].startswith("Unsupported parameters for (upgrade_lock) module: bogus"), res
+    # named as the task names the module, as AnsibleModule names it from _ansible_module_name
+    assert res["msg"].startswith(
+        "Unsupported parameters for (harvester.upgrade.upgrade_lock) module: bogus"), res
 
 
 def test_a_real_module_refuses_a_bad_choice() -> None:
@@ -42,10 +48,10 @@ def test_a_real_modules_own_check_runs_and_secrets_are_masked() -> None:
 
 
 def fake(monkeypatch: pytest.MonkeyPatch, main: Any) -> types.SimpleNamespace:
-    """A module whose main() is ``main(code)``; ``code.AnsibleModule`` is what run() puts in
-    place of AnsibleModule, read at call time as a module's global is."""
-    code = types.SimpleNamespace(AnsibleModule=object)
-    code.main = lambda: main(code)
+    """A module whose main() is ``main(new_module)``: it builds its module as ours do, through
+    ``module_factory.new_module``."""
+    code = types.SimpleNamespace()
+    code.main = lambda: main(module_factory.new_module)
     monkeypatch.setattr(in_process.importlib, "import_module", lambda name: code)
     return code
 
@@ -54,9 +60,8 @@ def test_exit_json_is_not_swallowed_by_the_modules_own_except_exception(
         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
-    def main(code: Any) -> None:
-        module = code.AnsibleModule(argument_spec={"n": {"type": "int"}},
-                                    supports_check_mode=True)
+    def main(new_module: Any) -> None:
+        module = new_module(argument_spec={"n": {"type": "int"}}, supports_check_mode=True)
         try:
             module.warn("careful")
             module.exit_json(changed=True, n=module.params["n"], check=module.check_mode)
@@ -73,8 +78,8 @@ def test_exit_json_is_not_swallowed_by_the_modules_own_except_exception(
 def test_check_mode_without_support_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
-    def main(code: Any) -> None:
-        code.AnsibleModule(argument_spec={}, supports_check_mode=False)
+    def main(new_module: Any) -> None:
+        new_module(argument_spec={}, supports_check_mode=False)
         calls.append("ran on")
 
     fake(monkeypatch, main)
@@ -87,14 +92,62 @@ def test_a_crash_or_no_exit_is_a_module_failure(monkeypatch: pytest.MonkeyPatch)
     def boom() -> None:
         raise RuntimeError("kaput")
 
-    code = fake(monkeypatch, lambda code: boom())
+    fake(monkeypatch, lambda new_module: boom())
     res = in_process.run("harvester.upgrade.fake", {}, check_mode=False)
     assert res["failed"] is True and res["msg"] == "MODULE FAILURE: RuntimeError: kaput"
-    assert code.AnsibleModule is object          # put back after the call
     assert "RuntimeError" in res["exception"]
-    fake(monkeypatch, lambda code: None)
+    fake(monkeypatch, lambda new_module: None)
     res = in_process.run("harvester.upgrade.fake", {}, check_mode=False)
     assert res["failed"] is True and "without exit_json" in res["msg"]
+
+
+def test_after_the_call_the_factory_builds_ansible_modules_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(new_module: Any) -> None:
+        new_module(argument_spec={}, supports_check_mode=True)
+        raise RuntimeError("kaput")
+
+    fake(monkeypatch, boom)
+    assert in_process.run("harvester.upgrade.fake", {}, check_mode=False)["failed"] is True
+    built: list[dict[str, Any]] = []
+    monkeypatch.setattr(module_factory, "AnsibleModule", lambda **kw: built.append(kw))
+    module_factory.new_module({"n": {"type": "int"}}, supports_check_mode=True)
+    assert built == [{"argument_spec": {"n": {"type": "int"}}, "supports_check_mode": True}]
+
+
+def test_the_module_gets_the_name_the_task_gave(monkeypatch: pytest.MonkeyPatch) -> None:
+    def main(new_module: Any) -> None:
+        module = new_module(argument_spec={}, supports_check_mode=True)
+        module.exit_json(name=module._name)
+
+    fake(monkeypatch, main)
+    assert in_process.run("harvester.upgrade.fake", {}, check_mode=False,
+                          name="fake")["name"] == "fake"
+    assert in_process.run("harvester.upgrade.fake", {},
+                          check_mode=False)["name"] == "harvester.upgrade.fake"
+
+
+class _Built(Exception):
+    """Raised by the capturing builder: main() stops where its module is built."""
+
+
+MODULES = sorted(info.name for info in pkgutil.iter_modules(
+    importlib.import_module(in_process.MODULES).__path__))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_builds_its_module_through_the_factory(name: str) -> None:
+    """What the in-process path relies on: a module building AnsibleModule itself would read
+    its arguments from stdin inside the worker."""
+    code = importlib.import_module(f"{in_process.MODULES}.{name}")
+
+    def capture(**kw: Any) -> None:
+        raise _Built(kw)
+
+    with pytest.raises(_Built) as built, module_factory.building(capture):
+        code.main()
+    assert built.value.args[0]["argument_spec"], name
+    assert built.value.args[0]["supports_check_mode"] is True, name
 
 
 class Action:
@@ -124,3 +177,16 @@ class Action:
 def test_only_a_local_task_under_our_python_runs_in_the_worker(
         action: Action, fqcn: str, task_vars: dict[str, Any], expected: bool) -> None:
     assert in_process.usable(action, fqcn, task_vars) is expected
+
+
+@pytest.mark.parametrize(("name", "resolved", "expected"), [
+    ("harvester.upgrade.node_cycle", None, "harvester.upgrade.node_cycle"),
+    ("node_cycle", "harvester.upgrade.node_cycle", "harvester.upgrade.node_cycle"),
+    ("k8s", "kubernetes.core.k8s", "kubernetes.core.k8s"),
+    ("node_cycle", None, "node_cycle"),
+])
+def test_a_short_name_is_what_the_task_resolved_it_to(name: str, resolved: str | None,
+                                                      expected: str) -> None:
+    action = Action()
+    action._task.resolved_action = resolved
+    assert in_process.resolve(action, name) == expected  # type: ignore[arg-type]

@@ -11,9 +11,14 @@ import pytest
 
 # conftest.py puts the repository root (the collection's ansible_collections link) on sys.path
 
-lock = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock")
-ApiError = lock.ApiError
+lock_fence = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_fence")
+lock_lease = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_lease")
+lock_run = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_run")
+ApiError = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client").ApiError
 
 
 def test_module_stops_once_its_ansible_playbook_is_gone() -> None:
@@ -21,8 +26,8 @@ def test_module_stops_once_its_ansible_playbook_is_gone() -> None:
     watchdog ends the module then, so it does not work on beside the next run."""
     answers = iter([True, True, False])
     stopped: list[int] = []
-    lock.watch_run(4242, lambda: stopped.append(1), every=0.0,
-                   alive=lambda pid: next(answers), use_pidfd=False)
+    lock_fence.watch_run(4242, lambda: stopped.append(1), every=0.0,
+                         alive=lambda pid: next(answers), use_pidfd=False)
     assert stopped == [1]
 
 
@@ -36,7 +41,7 @@ def test_watchdog_stops_the_module_as_soon_as_the_run_exits() -> None:
     import time
     run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     stopped = threading.Event()
-    watcher = threading.Thread(target=lock.watch_run, daemon=True,
+    watcher = threading.Thread(target=lock_fence.watch_run, daemon=True,
                                args=(run.pid, stopped.set, 3600.0, lambda pid: True))
     watcher.start()
     time.sleep(0.2)
@@ -47,8 +52,8 @@ def test_watchdog_stops_the_module_as_soon_as_the_run_exits() -> None:
 
 
 def test_run_alive_reads_the_process_command_line() -> None:
-    assert not lock.run_alive(os.getpid())          # pytest, not ansible-playbook
-    assert not lock.run_alive(2 ** 22 + 17)           # no such process
+    assert not lock_run.run_alive(os.getpid())      # pytest, not ansible-playbook
+    assert not lock_run.run_alive(2 ** 22 + 17)       # no such process
 
 
 def test_stale_needs_the_runs_token_not_just_hostname_and_pid(
@@ -61,44 +66,44 @@ def test_stale_needs_the_runs_token_not_just_hostname_and_pid(
     host = socket.gethostname()
     dead = 2 ** 22 + 17
     # a run of another container (same hostname, same pid): no token file here
-    assert not lock.is_stale(f"alice@{host}:{dead}/run-0123456789abcdef")
-    assert not lock.is_stale(f"alice@{host}:{dead}")          # no token at all
+    assert not lock_run.is_stale(f"alice@{host}:{dead}/run-0123456789abcdef")
+    assert not lock_run.is_stale(f"alice@{host}:{dead}")      # no token at all
     # a run of this machine whose ansible-playbook is gone: its token file is here
-    token = lock.run_token(dead)
-    assert lock.run_token(dead) == token                       # the run's modules agree
-    assert lock.is_stale(f"alice@{host}:{dead}/run-{token}")
+    token = lock_run.run_token(dead)
+    assert lock_run.run_token(dead) == token                   # the run's modules agree
+    assert lock_run.is_stale(f"alice@{host}:{dead}/run-{token}")
     # this process is alive, but it is no ansible-playbook: not a live run either
-    mine = lock.run_token(os.getpid())
+    mine = lock_run.run_token(os.getpid())
     assert mine != token
-    assert lock.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
-    monkeypatch.setattr(lock, "run_alive", lambda pid: True)
-    assert not lock.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
-    assert not lock.is_stale("awx-job-12")
+    assert lock_run.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
+    monkeypatch.setattr(lock_run, "run_alive", lambda pid: True)
+    assert not lock_run.is_stale(f"alice@{host}:{os.getpid()}/run-{mine}")
+    assert not lock_run.is_stale("awx-job-12")
     now = datetime.now(timezone.utc)
     live = {"spec": {"holderIdentity": "awx-job-12", "leaseDurationSeconds": 300,
                      "renewTime": (now - timedelta(seconds=10)).isoformat()}}
-    assert lock.decide(live, "me", now) == "held"
-    assert lock.decide(live, "awx-job-12", now) == "renew"
-    assert lock.decide(None, "me", now) == "create"
+    assert lock_lease.decide(live, "me", now) == "held"
+    assert lock_lease.decide(live, "awx-job-12", now) == "renew"
+    assert lock_lease.decide(None, "me", now) == "create"
 
 
 def test_identity_is_random_per_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path))
     monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_HOLDER", "ci")
-    monkeypatch.setattr(lock, "_identity", None)
-    me = lock.identity()
+    monkeypatch.setattr(lock_run, "_identity", None)
+    me = lock_run.identity()
     assert me.startswith("ci/run-") and len(me) == len("ci/run-") + 16
-    monkeypatch.setattr(lock, "_identity", None)
-    assert lock.identity() == me                   # the same run: the same token
+    monkeypatch.setattr(lock_run, "_identity", None)
+    assert lock_run.identity() == me               # the same run: the same token
     monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path / "other-container"))
-    monkeypatch.setattr(lock, "_identity", None)
-    assert lock.identity() != me                   # same name and pid, another machine
-    monkeypatch.setattr(lock, "_identity", None)
+    monkeypatch.setattr(lock_run, "_identity", None)
+    assert lock_run.identity() != me               # same name and pid, another machine
+    monkeypatch.setattr(lock_run, "_identity", None)
 
 
 def _fake_procs(monkeypatch: pytest.MonkeyPatch, table: dict[int, tuple[int, str]]) -> None:
-    monkeypatch.setattr(lock, "_proc_cmdline", lambda pid: table.get(pid, (0, ""))[1])
-    monkeypatch.setattr(lock, "_proc_parent", lambda pid: table.get(pid, (0, ""))[0])
+    monkeypatch.setattr(lock_run, "_proc_cmdline", lambda pid: table.get(pid, (0, ""))[1])
+    monkeypatch.setattr(lock_run, "_proc_parent", lambda pid: table.get(pid, (0, ""))[0])
 
 
 def test_the_run_is_the_ansible_playbook_above_the_tasks_worker(
@@ -107,18 +112,18 @@ def test_the_run_is_the_ansible_playbook_above_the_tasks_worker(
     table = {50: (40, "python3 AnsiballZ_vm_evacuate.py"), 40: (30, "/bin/sh -c ..."),
              30: (20, pb), 20: (10, pb), 10: (1, "ansible-runner run ..."), 1: (0, "init")}
     _fake_procs(monkeypatch, table)
-    assert lock.playbook_chain(50) == [30, 20]
-    assert not lock.orphaned(lock.playbook_chain(50))
+    assert lock_run.playbook_chain(50) == [30, 20]
+    assert not lock_run.orphaned(lock_run.playbook_chain(50))
     # ansible-playbook killed: its worker (setsid) lives on, reparented to init
     table[30] = (1, pb)
     del table[20]
-    assert lock.playbook_chain(50) == [30]
-    assert lock.orphaned(lock.playbook_chain(50))
+    assert lock_run.playbook_chain(50) == [30]
+    assert lock_run.orphaned(lock_run.playbook_chain(50))
     # not under ansible at all (tests, ansible-test): no run, never orphaned
-    assert lock.playbook_chain(10) == [] and not lock.orphaned([])
+    assert lock_run.playbook_chain(10) == [] and not lock_run.orphaned([])
     # ansible-playbook as a container's pid 1
     table.update({30: (1, pb), 1: (0, pb)})
-    assert lock.playbook_chain(50) == [30, 1]
+    assert lock_run.playbook_chain(50) == [30, 1]
 
 
 class _Leases:
@@ -195,17 +200,17 @@ class _Clock:
 
 def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
     kube = _Leases()
-    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # created
-    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)          # just renewed: read only
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH)  # created
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH)  # just renewed: read only
     assert kube.writes == 1
-    lock.acquire(kube, "me@h:1", duration=300)              # an explicit duration: written
+    lock_lease.acquire(kube, "me@h:1", duration=300)        # an explicit duration: written
     assert kube.writes == 2
     spec = kube.lease["spec"]                               # type: ignore[index]
     spec["renewTime"] = "2000-01-01T00:00:00.000000Z"       # long ago: renewed
-    lock.acquire(kube, "me@h:1", fresh=lock.FRESH)
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH)
     assert kube.writes == 3 and kube.lease["spec"]["renewTime"] > "2001"  # type: ignore[index]
-    with pytest.raises(lock.LockHeld):                      # another run's lease, still valid
-        lock.acquire(kube, "other@h2:2", fresh=lock.FRESH)
+    with pytest.raises(lock_lease.LockHeld):                # another run's lease, still valid
+        lock_lease.acquire(kube, "other@h2:2", fresh=lock_lease.FRESH)
 
 
 def test_a_skewed_live_lease_stays_held() -> None:
@@ -216,7 +221,7 @@ def test_a_skewed_live_lease_stays_held() -> None:
     clock = _Clock()
     old = "2026-01-01T00:00:00.000000Z"
     kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": lock.NAME, "namespace": lock.NAMESPACE},
+                 "metadata": {"name": lock_lease.NAME, "namespace": lock_lease.NAMESPACE},
                  "spec": {"holderIdentity": "bob@skewed/run-1", "leaseDurationSeconds": 30,
                           "renewTime": old}})
     writes = kube.writes
@@ -228,8 +233,8 @@ def test_a_skewed_live_lease_stays_held() -> None:
         if int(clock.t // 10) != int(before // 10):
             kube.renewed_by("bob@skewed/run-1", f"2026-01-01T00:00:{next(ticks):02d}.000000Z")
 
-    with pytest.raises(lock.LockHeld, match="renewed while this run watched it"):
-        lock.acquire(kube, "me/run-2", sleep=sleep, clock=clock)
+    with pytest.raises(lock_lease.LockHeld, match="renewed while this run watched it"):
+        lock_lease.acquire(kube, "me/run-2", sleep=sleep, clock=clock)
     assert kube.writes == writes and kube.lease["spec"]["holderIdentity"] == "bob@skewed/run-1"  # type: ignore[index]
     assert clock.t - 1000.0 <= 30
 
@@ -238,10 +243,10 @@ def test_an_unrenewed_lease_is_taken_after_its_duration_of_our_time() -> None:
     kube = _Leases()
     clock = _Clock()
     kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": lock.NAME, "namespace": lock.NAMESPACE},
+                 "metadata": {"name": lock_lease.NAME, "namespace": lock_lease.NAMESPACE},
                  "spec": {"holderIdentity": "bob@gone/run-1", "leaseDurationSeconds": 30,
                           "renewTime": "2026-01-01T00:00:00.000000Z"}})
-    lease = lock.acquire(kube, "me/run-2", sleep=clock.sleep, clock=clock)
+    lease = lock_lease.acquire(kube, "me/run-2", sleep=clock.sleep, clock=clock)
     assert clock.t - 1000.0 >= 30                       # watched for its whole duration
     assert lease["spec"]["holderIdentity"] == "me/run-2"
     assert lease["spec"]["leaseTransitions"] == 1
@@ -249,11 +254,11 @@ def test_an_unrenewed_lease_is_taken_after_its_duration_of_our_time() -> None:
 
 def test_release_deletes_only_the_lease_it_read() -> None:
     kube = _Leases()
-    lock.acquire(kube, "me/run-1")
-    assert not lock.release(kube, "other/run-2")              # not ours: left
+    lock_lease.acquire(kube, "me/run-1")
+    assert not lock_lease.release(kube, "other/run-2")        # not ours: left
     assert kube.lease is not None
     uid = kube.lease["metadata"]["uid"]
-    assert lock.release(kube, "me/run-1")
+    assert lock_lease.release(kube, "me/run-1")
     assert kube.deleted == [{"uid": uid, "resourceVersion": "1"}]
 
     # taken by another run between the read and the delete: the preconditions refuse it
@@ -265,15 +270,15 @@ def test_release_deletes_only_the_lease_it_read() -> None:
             return seen
 
     racing = Racing()
-    lock.acquire(racing, "me/run-1")
-    assert not lock.release(racing, "me/run-1")
+    lock_lease.acquire(racing, "me/run-1")
+    assert not lock_lease.release(racing, "me/run-1")
     assert racing.lease is not None and racing.lease["spec"]["holderIdentity"] == "other/run-2"
 
 
 def _held(kube: _Leases, clock: _Clock, duration: int = 30) -> Any:
-    lease = lock.acquire(kube, "me/run-1", duration=duration)
+    lease = lock_lease.acquire(kube, "me/run-1", duration=duration)
     lost: list[str] = []
-    h = lock.Holding(kube, "me/run-1", lease, clock=clock, on_lost=lost.append)  # type: ignore[arg-type]
+    h = lock_fence.Holding(kube, "me/run-1", lease, clock=clock, on_lost=lost.append)  # type: ignore[arg-type]
     return h, lost
 
 
@@ -291,13 +296,13 @@ def test_a_run_that_cannot_renew_within_its_deadline_stops() -> None:
     clock.sleep(9.9)
     h.check()
     clock.sleep(0.1)
-    with pytest.raises(lock.LockLost, match="harvester-upgrade-lock") as exc:
+    with pytest.raises(lock_fence.LockLost, match="harvester-upgrade-lock") as exc:
         h.check()
     assert "20s" in str(exc.value) and "unavailable" in str(exc.value)
     assert lost == [str(exc.value)]
     kube.fail = None
     assert not h.renew() and kube.lease["spec"]["holderIdentity"] == "me/run-1"  # type: ignore[index]
-    with pytest.raises(lock.LockLost):          # lost for good, whatever the API says now
+    with pytest.raises(lock_fence.LockLost):    # lost for good, whatever the API says now
         h.check()
 
 
@@ -325,10 +330,10 @@ def test_renewal_takes_back_a_deleted_lease_or_stops_if_another_run_has_it() -> 
     assert kube.lease["spec"]["holderIdentity"] == "me/run-1" and not lost  # type: ignore[index]
     h.check()
     kube.lease = None
-    lock.acquire(kube, "second/run-2")          # a second run was quicker
+    lock_lease.acquire(kube, "second/run-2")    # a second run was quicker
     assert not h.renew()
     assert lost and "second/run-2" in lost[0]
-    with pytest.raises(lock.LockLost, match="second/run-2"):
+    with pytest.raises(lock_fence.LockLost, match="second/run-2"):
         h.check()
 
 
@@ -341,7 +346,7 @@ def test_the_fence_stops_every_request_of_the_module() -> None:
     try:
         client._raw(lambda **kw: calls.append("sent") or {})
         h.lose("test")
-        with pytest.raises(lock.LockLost):
+        with pytest.raises(lock_fence.LockLost):
             client._raw(lambda **kw: calls.append("sent") or {})
         with client.unfenced():                 # the lock's own requests
             client._raw(lambda **kw: calls.append("lock") or {})
@@ -374,7 +379,7 @@ def test_the_watch_holds_requests_back_once_the_lease_is_deleted() -> None:
     assert h.suspended
     kube.renewed_by("second/run-2", "2026-01-01T00:00:00.000000Z")
     assert not h.renew()
-    with pytest.raises(lock.LockLost, match="second/run-2"):
+    with pytest.raises(lock_fence.LockLost, match="second/run-2"):
         h.check()
 
 
@@ -385,7 +390,7 @@ def test_a_lease_this_process_released_is_not_taken_back() -> None:
     kube, clock = _Leases(), _Clock()
     h, lost = _held(kube, clock)
     h.stop()
-    assert lock.release(kube, "me/run-1") and kube.lease is None
+    assert lock_lease.release(kube, "me/run-1") and kube.lease is None
     assert not h.renew()
     assert kube.lease is None and not lost
     h.run()                                     # the loop ends at once, writing nothing

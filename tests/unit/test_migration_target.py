@@ -159,9 +159,10 @@ def _plan() -> Any:
 def test_on_older_kubevirt_the_target_goes_through_harvesters_action() -> None:
     kube = _ActionKube([(503, b"no endpoints available"), (204, b"")])
     result: dict[str, Any] = {"migrated": []}
-    node_migrations.migrate_all(kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
-                       target_aware=True, concurrency=2, retries=0, migration_timeout=900,
-                       timeout=60, mechanism=mt.HARVESTER_ACTION)
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=900, timeout=60,
+        mechanism=mt.HARVESTER_ACTION)
     assert not kube.created                       # no VMIM of ours: Harvester makes it
     assert kube.posts[-1] == ("/api/v1/namespaces/harvester-system/services/"
                               "https:harvester:8443/proxy/v1/harvester/"
@@ -178,9 +179,10 @@ def test_a_refused_action_is_a_failed_attempt() -> None:
     kube = _ActionKube([(500, b"The target node is non-migratable")])
     writer = _Writer()
     with pytest.raises(errors.NodeLoopError, match="non-migratable"):
-        node_migrations.migrate_all(kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
-                           {"migrated": []}, target_aware=True, concurrency=2, retries=0,
-                           migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)
+        node_migrations.migrate_all(
+            kube, writer, "node-1", _plan(), [],  # type: ignore[arg-type]
+            {"migrated": []}, target_aware=True, concurrency=2, retries=0,
+            migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)
     assert writer.failed[0][:3] == ("node-1", "PreDrainFailed", "MigrationFailed")
     assert "Harvester's migrate action answered 500" in writer.failed[0][3]
     assert len(kube.posts) == 1 and not kube.migs and not kube.created

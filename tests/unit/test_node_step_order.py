@@ -110,8 +110,8 @@ def _record(monkeypatch: pytest.MonkeyPatch, passed: bool = False) -> list[str]:
 def test_cycle_runs_the_table_in_order(monkeypatch: pytest.MonkeyPatch, single: bool) -> None:
     ran = _record(monkeypatch)
     cycle = node_cycle.Cycle("n1")
-    node_cycle.run_cycle(_Kube(), _Writer(), node_cycle.Params("n1", single_node=single),  # type: ignore[arg-type]
-                         cycle)
+    params = node_cycle.Params("n1", single_node=single)
+    node_cycle.run_cycle(_Kube(), _Writer(), params, cycle)  # type: ignore[arg-type]
     assert ran == [s.name for s in (*order.GATE, *order.path(single))]
     assert cycle.steps == []
 
@@ -119,7 +119,8 @@ def test_cycle_runs_the_table_in_order(monkeypatch: pytest.MonkeyPatch, single: 
 def test_cycle_skips_evacuation_past_pre_drain(monkeypatch: pytest.MonkeyPatch) -> None:
     ran = _record(monkeypatch, passed=True)
     cycle = node_cycle.Cycle("n1")
-    node_cycle.run_cycle(_Kube(), _Writer(), node_cycle.Params("n1"), cycle)  # type: ignore[arg-type]
+    params = node_cycle.Params("n1")
+    node_cycle.run_cycle(_Kube(), _Writer(), params, cycle)  # type: ignore[arg-type]
     assert "evacuate" not in ran
     assert [(s["step"], s["status"]) for s in cycle.steps] == [("evacuate", "skipped")]
 

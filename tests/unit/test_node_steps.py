@@ -32,14 +32,14 @@ def test_volume_safety() -> None:
     assert node_safety.volume_at_risk(vol("a", "degraded", "detached"), "n1", []) is None
     # no replica information: any attached volume holds the node, healthy or not
     assert "no healthy replica off node n1" in node_safety.volume_at_risk(vol("a", "degraded"),
-                                                                     "n1", [])
+                                                                          "n1", [])
     assert node_safety.volume_at_risk(vol("a", "healthy"), "n1", []) is not None
     # a healthy replica survives elsewhere: safe
     assert node_safety.volume_at_risk(vol("a", "degraded"), "n1",
-                                 [rep("a", "n1"), rep("a", "n2")]) is None
+                                      [rep("a", "n1"), rep("a", "n2")]) is None
     # the only healthy replica is on this node: unsafe
     assert node_safety.volume_at_risk(vol("a", "degraded"), "n1",
-                                 [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
+                                      [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
 
 
 def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> None:
@@ -93,7 +93,7 @@ def test_wait_volumes_safe_fails_when_longhorn_crd_missing_on_harvester() -> Non
         node_safety.wait_volumes_safe(kube, "n1", 0)
     # a cluster without Harvester's CRDs has no Longhorn to protect either
     assert node_safety.wait_volumes_safe(FakeKube({}, {"Volume": UNSERVED}, harvester=False),
-                                   "n1", 0)["waited"] is False
+                                         "n1", 0)["waited"] is False
 
 
 def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
@@ -238,9 +238,9 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     kube = _MigrationKube([("node-1", None), ("node-1", "Running"),
                            ("node-1", "Succeeded"), ("node-2", "Succeeded")])
     result: dict[str, Any] = {"migrated": []}
-    node_migrations.migrate_all(kube, _Writer(), "node-1", plan, [], result,  # type: ignore[arg-type]
-                       target_aware=True, concurrency=2, retries=0, migration_timeout=900,
-                       timeout=60)
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", plan, [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=900, timeout=60)
     assert kube.decided_at == 3
     assert len(kube.created) == 1
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]

@@ -26,7 +26,7 @@ def test_request_ok() -> None:
     ("v9.9.9", None, "v1.5.1", None, False, ["v9.9.9", "not found", "v1.6.0"]),
     ("v9.9.9", None, "v1.5.1", None, True, ["v9.9.9", "not found"]),
     ("v1.5.0", None, "v1.5.1", V150, False, ["v1.5.0", "downgrade", "v1.5.1",
-                                              "upgrade_allow_downgrade=true"]),
+                                             "upgrade_allow_downgrade=true"]),
     # upgrade_force no longer lifts a downgrade or a version skip
     ("v1.5.0", None, "v1.5.1", V150, True, ["downgrade", "upgrade_allow_downgrade=true"]),
     ("v1.6.0", None, "v1.4.2", V160, True, ["minimum upgradable",
@@ -100,7 +100,10 @@ def test_secret_values_not_shown() -> None:
 def test_lock_decide() -> None:
     from datetime import datetime, timedelta, timezone
 
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        lock_lease,
+        lock_run,
+    )
 
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -109,18 +112,18 @@ def test_lock_decide() -> None:
         return {"spec": {"holderIdentity": holder, "renewTime": t,
                          "leaseDurationSeconds": duration}}
 
-    assert lock.decide(None, "me", now) == "create"
-    assert lock.decide(lease("me", 0), "me", now) == "renew"
-    assert lock.decide(lease("bob@elsewhere:1", 10), "me", now) == "held"
+    assert lock_lease.decide(None, "me", now) == "create"
+    assert lock_lease.decide(lease("me", 0), "me", now) == "renew"
+    assert lock_lease.decide(lease("bob@elsewhere:1", 10), "me", now) == "held"
     # expired by our clock: watched before it is taken (the holder's clock may differ)
-    assert lock.decide(lease("bob@elsewhere:1", 61), "me", now) == "observe"
-    assert lock.decide(lease("", 0), "me", now) == "take"
-    msg = lock.held_message(lease("bob@elsewhere:1", 10), now)
+    assert lock_lease.decide(lease("bob@elsewhere:1", 61), "me", now) == "observe"
+    assert lock_lease.decide(lease("", 0), "me", now) == "take"
+    msg = lock_lease.held_message(lease("bob@elsewhere:1", 10), now)
     assert "bob@elsewhere:1" in msg and "in 50s" in msg
     import socket
     # hostname and pid alone prove nothing (another container can have both)
-    assert not lock.is_stale(f"u@{socket.gethostname()}:999999999")
-    assert not lock.is_stale("u@another-host:999999999")
+    assert not lock_run.is_stale(f"u@{socket.gethostname()}:999999999")
+    assert not lock_run.is_stale("u@another-host:999999999")
 
 
 def test_switches_from_options_or_given_annotations() -> None:

@@ -13,8 +13,9 @@ errors = pytest.importorskip(f"{_MU}.errors")
 node_phase = pytest.importorskip(f"{_MU}.node_phase")
 manifests = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.manifests")
-phase_actions = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_actions")
+phase_image_cleanup = pytest.importorskip(
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+    ".phase_image_cleanup")
 
 K8S = "v1.33.3+rke2r1"
 
@@ -150,10 +151,10 @@ def test_images_in_use_on_managed_nodes_are_not_purged() -> None:
                     pod("n2", "rancher/other:v1", init="rancher/init:v1"),
                     pod("n1", "rancher/done:v1", phase="Succeeded"),
                     pod("unmanaged", "rancher/elsewhere:v1")])
-    used = phase_actions.images_in_use(kube, ["n1", "n2"])
+    used = phase_image_cleanup.images_in_use(kube, ["n1", "n2"])
     assert used == {"rancher/inuse:v1", "rancher/other:v1", "rancher/init:v1"}
     previous = ["rancher/inuse:v1", "rancher/done:v1", "rancher/elsewhere:v1",
                 "rancher/init:v1", "rancher/keep:v2"]
-    purge = [i for i in phase_actions.images_to_purge(previous, ["rancher/keep:v2"])
-             if phase_actions._norm_image(i) not in used]
+    purge = [i for i in phase_image_cleanup.images_to_purge(previous, ["rancher/keep:v2"])
+             if phase_image_cleanup._norm_image(i) not in used]
     assert purge == ["rancher/done:v1", "rancher/elsewhere:v1"]

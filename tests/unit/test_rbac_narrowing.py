@@ -13,7 +13,7 @@ import pytest
 client = pytest.importorskip(
     "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client")
 pa = pytest.importorskip(
-    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_actions")
+    "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_initialize")
 
 PLAN_TYPE = "type=rke.cattle.io/machine-plan"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import phase_actions
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import phase_common
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import Verdict
 
 
@@ -49,8 +49,8 @@ def test_job_failed_fails_the_wait() -> None:
                    "message": "Job cattle-system/apply-on-node-1 failed on Node node-1: "
                               "DeadlineExceeded: Job was active longer than specified deadline"},
                   {"cattle-system/a": _job("node-1", "Failed", "DeadlineExceeded")})
-    step = phase_actions._suc_wait(ctx, "image-preload", STATES, 1,  # type: ignore[arg-type]
-                                   "image-preload plan job(s) failed", "preloaded")
+    step = phase_common.suc_wait(ctx, "image-preload", STATES, 1,  # type: ignore[arg-type]
+                                 "image-preload plan job(s) failed", "preloaded")
     assert step.state == "failed"
     assert step.message.startswith("image-preload plan job(s) failed: Job cattle-system/")
     assert ctx.writer.states["node-1"][0] == "ImagePreloadFailed"
@@ -59,7 +59,7 @@ def test_job_failed_fails_the_wait() -> None:
 def test_complete_plan_is_done() -> None:
     ctx = FakeCtx({"status": "True", "reason": "Complete"},
                   {"cattle-system/a": _job("node-1", "Complete")})
-    step = phase_actions._suc_wait(ctx, "image-preload", STATES, 1,  # type: ignore[arg-type]
-                                   "image-preload plan job(s) failed", "preloaded")
+    step = phase_common.suc_wait(ctx, "image-preload", STATES, 1,  # type: ignore[arg-type]
+                                 "image-preload plan job(s) failed", "preloaded")
     assert step.state == "done"
     assert ctx.writer.states == {"node-1": "ImagePreloaded"}

@@ -176,11 +176,8 @@ def _gate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
                                                              node),
                      lambda r: f"todo {r['todo']}, done {r['done']}, Rancher expects "
                                f"{r['expected']} ({r['why']})")
-    result.update(todo=gate["todo"], expected=gate["expected"])
-    if node in gate["done"]:
-        result["done"] = True
-        return True
-    return False
+    result.update(todo=gate["todo"], expected=gate["expected"], done=node in gate["done"])
+    return bool(result["done"])
 
 
 def _pause(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
@@ -188,10 +185,8 @@ def _pause(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     pause = cycle.run(step.name, kube, lambda: node_gate.wait_unpaused(
         kube, writer, p.node, p.pause_timeout),
         lambda r: "paused (pauseNodes)" if r["paused"] else "not paused")
-    if pause["paused"]:
-        result["paused"] = True
-        return True
-    return False
+    result["paused"] = bool(pause["paused"])
+    return bool(result["paused"])
 
 
 def _await_pre_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,

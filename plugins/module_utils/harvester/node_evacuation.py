@@ -88,12 +88,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     if shutdown_all:
         writer.set_node_state(node, "SingleNodeUpgrading")
     nodes, vms = evacuation_views(kube, plan, facts, only_node=node)
-    if shutdown_all:
-        p = ev.EvacuationPlan(node=node, shutdown=[
-            ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
-            for v in vms if v.node == node])
-    else:
-        p = ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
+    p = _plan_for(node, vms, nodes, single=shutdown_all, target_aware=target_aware)
     result: dict[str, Any] = {"changed": False, "plan": p.as_dict(), "migrated": [],
                               "shutdown": [s.vm.key for s in p.shutdown], "attempts": {}}
     mechanism = None
@@ -161,6 +156,16 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
     return result
+
+
+def _plan_for(node: str, vms: list[ev.VmView], nodes: list[ev.NodeView], *, single: bool,
+              target_aware: bool) -> ev.EvacuationPlan:
+    """A single-node upgrade stops every VM on the node; otherwise the planner places them."""
+    if single:
+        return ev.EvacuationPlan(node=node, shutdown=[
+            ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
+            for v in vms if v.node == node])
+    return ev.plan_evacuation(node, vms, nodes, target_aware=target_aware)
 
 
 def no_shutdown_event(writer: PlanWriter, node: str) -> None:
@@ -336,12 +341,7 @@ def node_plan(kube: Kube, plan: dict[str, Any] | None, *, target_aware: bool = T
             entry.update(migrate=[], shutdown=[], estimated_seconds=0)
             out.append(entry)
             continue
-        if single:
-            p = ev.EvacuationPlan(node=name, shutdown=[
-                ev.Shutdown(v, "SingleNode: single-node upgrade stops every VM")
-                for v in vms if v.node == name])
-        else:
-            p = ev.plan_evacuation(name, vms, nodes, target_aware=target_aware)
+        p = _plan_for(name, vms, nodes, single=single, target_aware=target_aware)
         d = p.as_dict(bandwidth_mib_s, overhead_s, concurrency)
         d["estimated_seconds"] = round(d.get("estimated_seconds", 0.0) + node_overhead_s, 1)
         total += d["estimated_seconds"]

@@ -21,7 +21,7 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock_run
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -56,7 +56,7 @@ DEFAULT_TOOLKIT_REPO = "rancher/harvester-upgrade-toolkit"
 
 def run_id() -> str:
     """This upgrade run: the lock holder and its ansible-playbook (RUN_ANNOTATION)."""
-    return f"{lock.identity()}#{lock.playbook_pid()}"
+    return f"{lock_run.identity()}#{lock_run.playbook_pid()}"
 
 
 def cluster_facts(kube: Kube, plan: dict[str, Any] | None) -> list[dict[str, Any]]:

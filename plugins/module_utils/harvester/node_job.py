@@ -131,12 +131,25 @@ def _job_outcome(job: dict[str, Any] | None) -> tuple[str, str, str]:
     return "running", "", ""
 
 
+def _await_job(kube: Kube, name: str, timeout: float) -> tuple[str, str, str]:
+    """Wait (watch) until Job ``name`` completed or failed; its :func:`_job_outcome`."""
+    outcome: tuple[str, str, str] = kube.wait(
+        [Source("batch/v1", "Job", c.UPGRADE_NS, field_selector=f"metadata.name={name}")],
+        lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
+                        if o[0] in ("complete", "failed")), None),
+        timeout=timeout, what=f"Job {c.UPGRADE_NS}/{name} to finish",
+        describe=lambda v: ", ".join(
+            f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
+            "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+    return outcome
+
+
 def _node_summary(n: dict[str, Any] | None) -> str:
     if not n:
         return "node not found"
     st = n.get("status") or {}
-    ready = next((c.get("status") for c in st.get("conditions") or []
-                  if c.get("type") == "Ready"), "Unknown")
+    ready = next((cond.get("status") for cond in st.get("conditions") or []
+                  if cond.get("type") == "Ready"), "Unknown")
     return f"Ready={ready}, osImage={(st.get('nodeInfo') or {}).get('osImage')!r}"
 
 
@@ -194,15 +207,7 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         result["changed"] = True
     if state != "WaitingReboot":
         try:
-            outcome = kube.wait(
-                [Source("batch/v1", "Job", c.UPGRADE_NS,
-                        field_selector=f"metadata.name={result['job']}")],
-                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
-                                if o[0] in ("complete", "failed")), None),
-                timeout=job_timeout, what=f"Job {c.UPGRADE_NS}/{result['job']} to finish",
-                describe=lambda v: ", ".join(
-                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
-                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+            outcome = _await_job(kube, result["job"], job_timeout)
         except WaitTimeout as exc:
             writer.fail_node(node, fail_state, "JobTimeout", str(exc))
             raise
@@ -312,11 +317,7 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         out["changed"] = outcome[0] != "complete"
         return out
     if outcome[0] == "failed":
-        msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
-        if not fail:
-            return {**out, "why": msg}
-        writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
-        raise NodeLoopError(msg)
+        return _pre_drain_failed(writer, node, outcome, out, fail)
     recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent":
         if _engines_settled(kube) is not None:
@@ -347,29 +348,29 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         return out
     if outcome[0] != "complete":
         try:
-            outcome = kube.wait(
-                [Source("batch/v1", "Job", c.UPGRADE_NS, field_selector=f"metadata.name={name}")],
-                lambda v: next((o for o in (_job_outcome(j) for j in v["Job"].values())
-                                if o[0] in ("complete", "failed")), None),
-                timeout=timeout, what=f"Job {c.UPGRADE_NS}/{name} to finish",
-                describe=lambda v: ", ".join(
-                    f"{k}: {_job_outcome(j)[0]} {(j.get('status') or {}).get('failed', 0)} "
-                    "failed pod(s)" for k, j in v["Job"].items()) or "job missing")
+            outcome = _await_job(kube, name, timeout)
         except WaitTimeout as exc:
             if not fail:
                 return {**out, "why": str(exc)}
             writer.fail_node(node, "PreDrainFailed", "JobTimeout", str(exc))
             raise
         if outcome[0] == "failed":
-            msg = f"{name} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
-            if not fail:
-                return {**out, "why": msg}
-            writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
-            raise NodeLoopError(msg)
+            return _pre_drain_failed(writer, node, outcome, out, fail)
     if recorded:
         out["changed"] |= record_shutdowns(kube, writer, node, recorded)
     out["complete"] = True
     return out
+
+
+def _pre_drain_failed(writer: PlanWriter, node: str, outcome: tuple[str, str, str],
+                      out: dict[str, Any], fail: bool) -> dict[str, Any]:
+    """The pre-drain Job (``out["job"]``) failed: the node fails ``PreDrainFailed`` (raised),
+    or with ``fail=False`` (a head start) the result only says why."""
+    msg = f"{out['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
+    if not fail:
+        return {**out, "why": msg}
+    writer.fail_node(node, "PreDrainFailed", outcome[1], msg)
+    raise NodeLoopError(msg)
 
 
 def _drop_pending_os(kube: Kube, node: str) -> None:

@@ -3,13 +3,16 @@ auth options + ``plan``) and a runner mapping node-loop errors to ``fail_json``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import lock
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    args,
+    lock,
+    module_factory,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
@@ -27,27 +30,18 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
     WaitTimeout,
 )
 
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
-        AUTH_ARG_SPEC,
-    )
-except ImportError:  # pragma: no cover - kubernetes.core is a declared dependency
-    AUTH_ARG_SPEC = {}
-
 
 def argument_spec(**extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = copy.deepcopy(AUTH_ARG_SPEC)
-    spec["plan"] = {"type": "str"}
-    spec.update(extra)
-    return spec
+    return args.spec({"plan": {"type": "str"}}, **extra)
 
 
 def new_module(spec: dict[str, Any], **kw: Any) -> AnsibleModule:
-    return AnsibleModule(argument_spec=spec, supports_check_mode=True, **kw)
+    return module_factory.new_module(spec, supports_check_mode=True, **kw)
 
 
 def kube_for(module: AnsibleModule, client: type[Kube] = Kube) -> Kube:
-    auth = {k: module.params.get(k) for k in AUTH_ARG_SPEC if module.params.get(k) is not None}
+    auth = {k: module.params.get(k) for k in args.AUTH_ARG_SPEC
+            if module.params.get(k) is not None}
     warn_insecure(module, auth)
     try:
         kube = client.from_options(**auth)

@@ -1,8 +1,8 @@
 """Running one phase from a module: find the plan, decide, act, wait, record.
 
-Every phase module calls :func:`run_phase` with its phase and two functions from
-:mod:`phase_actions`: ``act(ctx) -> Step`` (idempotent get-or-create, then wait) and
-``verify(ctx) -> str`` (cheap check of a phase completed earlier). :func:`run_phase`:
+Every phase module calls :func:`run_phase` with its phase and two functions from the
+phase's ``phase_<name>`` module: ``act(ctx) -> Step`` (idempotent get-or-create, then wait)
+and ``verify(ctx) -> str`` (cheap check of a phase completed earlier). :func:`run_phase`:
 
 1. resolves the plan (``plan`` option, else the active one); without one it reports and
    stops (in check mode: what the phase would do);

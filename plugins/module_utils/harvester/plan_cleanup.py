@@ -25,7 +25,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_evacuation,
     node_order,
     node_restore,
-    phase_actions,
+    phase_finalize,
     phases,
     plan_status,
     plan_writer,
@@ -107,7 +107,7 @@ def abort(kube: Kube, plan: dict[str, Any], message: str, *, check_mode: bool = 
     ``Aborted`` and the finalizer removed. Idempotent; returns what was done."""
     writer = plan_writer.PlanWriter(kube, plan, check_mode)
     name = writer.name
-    actions = phase_actions.cleanup_resources(kube, writer, check_mode)
+    actions = phase_finalize.cleanup_resources(kube, writer, check_mode)
     # the VMs the collection shut down, and its drain taint
     nkube = Kube(kube.dyn, check_mode=check_mode)
     nwriter = plan_writer.PlanWriter(nkube, plan)

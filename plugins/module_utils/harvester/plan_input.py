@@ -86,7 +86,7 @@ def request_errors(version: str | None, image: str | None, current: str,
     minUpgradableVersion is above the running release (``allow_version_skip``); an ISO that
     would be downloaded unverified needs ``allow_unverified_iso``."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-        preflight_checks,
+        preflight_version,
     )
     if version and image:
         return [f"set either version (upgrade_version={version}) or image "
@@ -98,7 +98,7 @@ def request_errors(version: str | None, image: str | None, current: str,
         return [f"version (upgrade_version): Version {version} not found in {c.UPGRADE_NS}; "
                 "available: " + (", ".join(sorted(available)) or "none")]
     errors = []
-    unverified = preflight_checks.iso_unverified(version, version_obj)
+    unverified = preflight_version.iso_unverified(version, version_obj)
     if unverified and not allow_unverified_iso:
         errors.append(f"version (upgrade_version={version}): {unverified}; give the Version "
                       "an isoChecksum, or set upgrade_allow_unverified_iso=true to download "
@@ -126,11 +126,11 @@ def plan_annotations_switches(params: dict[str, Any]) -> dict[str, bool]:
     """Each switch as the new plan will record it: the option, or its annotation given among
     ``annotations`` (upgrade_annotations)."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-        preflight_checks,
+        preflight_result,
     )
     given = params.get("annotations") or {}
     return {option: bool(params.get(option))
-            or preflight_checks.annotation_true(given, (ann,))
+            or preflight_result.annotation_true(given, (ann,))
             for option, ann in SWITCH_ANNOTATIONS}
 
 
@@ -158,22 +158,22 @@ def plan_annotations(kube: Kube, params: dict[str, Any]) -> dict[str, str]:
 def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
     """Raise :class:`InputError` listing every problem of a request for a new plan."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-        phase_actions,
+        phase_common,
     )
     foreign_plan_errors(kube, params.get("name"))
     version, image = params.get("version"), params.get("image")
-    available = [v["metadata"]["name"] for v in phase_actions.list_versions(kube)] \
+    available = [v["metadata"]["name"] for v in phase_common.list_versions(kube)] \
         if version or not image else []
     if not version and not image:
         # the Version the plan will get (the newest newer one): its ISO is checked as well
         version = versions.newest_target(available, current or "")
-    version_obj = phase_actions.get_version(kube, version) if version and not image else None
+    version_obj = phase_common.get_version(kube, version) if version and not image else None
     switches = plan_annotations_switches(params)
     errors = request_errors(version, image, current, version_obj, available,
                             bool(params.get("force")), switches["allow_downgrade"],
                             switches["allow_version_skip"], switches["allow_unverified_iso"])
     if image and not version:
-        ns, name = phase_actions.split_image_ref(image)
+        ns, name = phase_common.split_image_ref(image)
         if kube.get(*c.VM_IMAGE, name, ns) is None:
             errors.append(f"image (upgrade_image): VirtualMachineImage {ns}/{name} not found")
     pause = list(params.get("pause_nodes") or [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..clock import Clock
 from . import errors
 from .jsoncopy import json_copy
 from .resources import ResourceType
@@ -27,9 +28,7 @@ _SYSTEM_META = {"name", "namespace", "uid", "resourceVersion", "generation",
 
 
 def _now() -> str:
-    import datetime as _dt
-
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Clock.timestamp()
 
 
 def leaves(obj: Any, prefix: FPath = ()) -> dict[FPath, Any]:

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..clock import Clock
 from .rbac import AUTHENTICATED, SUPERUSER_GROUP, UserInfo, service_account_user
 
 ADMIN = "admin"
@@ -103,7 +104,7 @@ class Authenticator:
                                     audiences: tuple[str, ...] = ()
                                     ) -> tuple[str, dt.datetime]:
         """A token for ServiceAccount ``namespace/name`` (uid ``uid``) and its expiry."""
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        now = Clock.wall_now().replace(microsecond=0)
         exp = now + dt.timedelta(seconds=expiration_seconds)
         jti = str(uuid.uuid4())
         header = _b64(json.dumps({"alg": "HS256", "kid": "harvester-sim"}).encode())
@@ -125,7 +126,7 @@ class Authenticator:
             b = self._bound.get(token)
             if b is not None:
                 self._bound[token] = BoundToken(b.namespace, b.name, b.uid,
-                                                dt.datetime.now(dt.UTC), b.token_id)
+                                                Clock.wall_now(), b.token_id)
 
     # ------------------------------------------------------------------ authentication
     def authenticate(self, header: str | None) -> str | None:
@@ -147,7 +148,7 @@ class Authenticator:
         bound = self._bound.get(value)
         if bound is None:
             return None
-        if dt.datetime.now(dt.UTC) >= bound.expires:
+        if Clock.wall_now() >= bound.expires:
             return None
         if self.sa_lookup is not None and self.sa_lookup(bound.namespace,
                                                          bound.name) != bound.uid:

@@ -2,8 +2,9 @@
 
 One thread per connection (HTTP/1.1 keep-alive, chunked watch streams), bearer-token
 authentication, an authorization hook, legacy discovery + a minimal OpenAPI v3, Tables for
-``kubectl get``, the four patch types, subresources (status, scale, eviction, log, binding,
-service and node proxy) and fault injection for external clients.
+``kubectl get``, the four patch types, the HTTP side of subresources (status and finalize
+here; what scale, eviction, log, binding, token, reviews and the service and node proxy do is
+:mod:`.subresources`) and fault injection for external clients.
 
 ``ApiServer(world).start()`` serves ``world.store``; ``server.url``, ``server.ca_pem``,
 ``server.token`` and ``server.write_kubeconfig(path)`` are what clients need.
@@ -19,16 +20,15 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import discovery, errors, openapi, protobuf, routing, tables, tls
+from ..clock import Clock
+from . import discovery, errors, openapi, protobuf, routing, subresources, tables, tls
 from .apply import ManagedFields, server_side_apply
 from .auth import Authenticator, Authorizer
 from .patches import PatchError, json_patch, merge_patch, strategic_merge
@@ -53,9 +53,6 @@ CREATE_ON_UPDATE = {("", "events"), ("events.k8s.io", "events"), ("", "endpoints
 # kinds whose DELETE answers with the object even once it is gone (ReturnDeletedObject)
 RETURNS_DELETED = {("", "pods"), ("", "serviceaccounts"), ("storage.k8s.io", "storageclasses")}
 # create-only review kinds answered from the authenticator/authorizer, never stored
-REVIEWS = {("authorization.k8s.io", "selfsubjectaccessreviews"),
-           ("authorization.k8s.io", "selfsubjectrulesreviews"),
-           ("authentication.k8s.io", "selfsubjectreviews")}
 # media types a client may accept that the simulator never produces (it answers JSON)
 _UNSERVED_MEDIA = frozenset({protobuf.MEDIA_TYPE, "application/cbor", "application/cbor-seq"})
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
@@ -267,7 +264,7 @@ class ApiServer:
             timeline.record(kind, seconds=seconds, watch_floor=self.watch_floor)
         end_wall = clock.wall_to_sim_deadline(started + seconds)
         while not self.stopping.is_set():
-            left = end_wall - time.monotonic()
+            left = end_wall - clock.monotonic()
             if left <= 0:
                 break
             self.stopping.wait(min(left, 0.05))
@@ -398,8 +395,8 @@ class ApiServer:
                               "name": ctx.get("name") or None,
                               "apiGroup": ctx.get("group") or None},
                 "responseStatus": {"code": code},
-                "requestReceivedTimestamp": _rfc3339_micro(received),
-                "stageTimestamp": _rfc3339_micro(time.time())})
+                "requestReceivedTimestamp": Clock.rfc3339_micro(received),
+                "stageTimestamp": Clock.rfc3339_micro(Clock.wall_time())})
 
     def count_code(self, code: int) -> None:
         with self._stats_lock:
@@ -458,27 +455,6 @@ class ApiServer:
         ``seconds``, default 0: at the stream's first idle second)."""
         return self._fault("watch_cut", ctx, lambda s: open_s >= float(s.get("seconds", 0)))\
             is not None
-
-
-_date_cache: list[Any] = [0, ""]
-
-
-def _http_date() -> str:
-    now = int(time.time())
-    if _date_cache[0] != now:
-        import email.utils
-
-        _date_cache[0] = now
-        _date_cache[1] = email.utils.formatdate(now, usegmt=True)
-    return str(_date_cache[1])
-
-
-def _rfc3339(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def _rfc3339_micro(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _dumps(obj: Any) -> bytes:
@@ -645,7 +621,7 @@ class _Handler(BaseHTTPRequestHandler):
               headers: dict[str, str] | None = None) -> None:
         """Status line, headers and body in one write (one TLS record for small bodies)."""
         phrase = errors.reason_phrase(code)
-        lines = [f"HTTP/1.1 {code} {phrase}\r\nDate: {_http_date()}\r\n"
+        lines = [f"HTTP/1.1 {code} {phrase}\r\nDate: {Clock.http_date()}\r\n"
                  f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                  f"Cache-Control: no-cache, private\r\n"]
         for k, v in (headers or {}).items():
@@ -666,8 +642,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ dispatch
     def _serve(self, method: str) -> None:
-        started = time.monotonic()
-        self.received, self.audit_ctx = time.time(), None
+        started = Clock.monotonic()
+        self.received, self.audit_ctx = Clock.wall_time(), None
         try:
             split = urlsplit(self.path)
             self.q_multi = parse_qs(split.query, keep_blank_values=True) if split.query else {}
@@ -734,7 +710,7 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
         finally:
-            dt = time.monotonic() - started
+            dt = Clock.monotonic() - started
             if dt > 1.0 and not _truthy(getattr(self, "q", {}).get("watch")):
                 log.debug("slow request %s %s: %.2fs", method, self.path, dt)
 
@@ -851,7 +827,7 @@ class _Handler(BaseHTTPRequestHandler):
         if obj is None:
             raise errors.not_found(rt.plural, rt.group, info.name)
         if sub == "scale":
-            raise Response(200, _dumps(_scale_of(rt, obj)))
+            raise Response(200, _dumps(subresources.scale_of(rt, obj)))
         if sub in ("eviction", "binding"):
             raise errors.method_not_allowed("GET", f"{rt.plural}/{sub}")
         raise Response(200, self._render(rt, obj))
@@ -1020,32 +996,27 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "eviction":
             assert info.name is not None
             ev = self._parse(body, rt=rt, default=("policy/v1", "Eviction"))
-            if not isinstance(ev, dict):
-                raise errors.bad_request("the object provided is unrecognized")
-            if ev.get("kind") not in (None, "Eviction"):
-                raise errors.bad_request(f"unexpected kind {ev.get('kind')!r} for eviction")
-            ev_name = (ev.get("metadata") or {}).get("name")
-            if ev_name and ev_name != info.name:
-                raise errors.bad_request("name in URL does not match name in Eviction object")
-            res = store.evict(rt, ns or "", info.name, ev, dry_run=dry_run)
-            raise Response(201, _dumps(res))
+            raise Response(201, _dumps(subresources.evict(store, rt, ns, info.name, ev,
+                                                          dry_run)))
         if sub == "binding":
             assert info.name is not None
-            self._bind(rt, ns, info.name, self._parse(body, rt=rt, default=("v1", "Binding")),
-                       dry_run)
-            return
+            binding = self._parse(body, rt=rt, default=("v1", "Binding"))
+            raise Response(201, _dumps(subresources.bind(store, rt, ns, info.name, binding,
+                                                         dry_run)))
         if sub == "token" and rt.key == ("", "serviceaccounts"):
             assert info.name is not None and ns is not None
-            self._token_request(ns, info.name, self._parse(
-                body, rt=rt, default=("authentication.k8s.io/v1", "TokenRequest")), dry_run)
-            return
+            req = self._parse(body, rt=rt,
+                              default=("authentication.k8s.io/v1", "TokenRequest"))
+            raise Response(201, _dumps(subresources.token_request(
+                self.api.auth, self.api._service_account_uid, ns, info.name, req, dry_run)))
         if sub is not None:
             raise errors.method_not_allowed("POST", f"{rt.plural}/{sub}")
         if info.name is not None:
             raise errors.method_not_allowed("POST", rt.plural)
-        if rt.key in REVIEWS:
-            self._review(rt, self._parse_object(rt, body))
-            return
+        if rt.key in subresources.REVIEWS:
+            raise Response(201, _dumps(subresources.review(
+                rt, self.user_info, self._parse_object(rt, body), self.api.rbac,
+                self.api.authorize)))
         obj = self._parse_object(rt, body)
         warnings = self._validate_fields(rt, obj)
         manager = self._field_manager()
@@ -1060,96 +1031,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         self._reply(201, rt, created, warnings)
 
-    def _review(self, rt: ResourceType, review: Obj) -> None:
-        """SelfSubjectAccessReview / SelfSubjectRulesReview / SelfSubjectReview (whoami)."""
-        user = self.user_info
-        out: Obj = {"kind": rt.kind, "apiVersion": rt.api_version,
-                    "metadata": {"creationTimestamp": _rfc3339(time.time())}}
-        spec = review.get("spec") or {}
-        if rt.plural == "selfsubjectreviews":
-            info: Obj = {"username": user.name, "groups": list(user.groups)}
-            if user.uid:
-                info["uid"] = user.uid
-            if user.extra:
-                info["extra"] = user.extra
-            out["status"] = {"userInfo": info}
-        elif rt.plural == "selfsubjectrulesreviews":
-            ns = spec.get("namespace") or ""
-            out["spec"] = {"namespace": ns} if ns else {}
-            out["status"] = self.api.rbac.rules_review(user, ns)
-        else:
-            ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-            if not ra and not nra or ra and nra:
-                raise errors.invalid(rt.kind, rt.group, "", [errors.field_invalid(
-                    "spec.resourceAttributes", None,
-                    "exactly one of nonResourceAttributes or resourceAttributes must be "
-                    "specified")])
-            if ra:
-                req = AuthzRequest(str(ra.get("verb") or ""), True, str(ra.get("group") or ""),
-                                   str(ra.get("resource") or ""),
-                                   str(ra.get("subresource") or ""),
-                                   str(ra.get("namespace") or ""), str(ra.get("name") or ""))
-            else:
-                req = AuthzRequest(str(nra.get("verb") or ""), False,
-                                   path=str(nra.get("path") or ""))
-            allowed, why = self.api.authorize(user, req)
-            out["spec"] = spec
-            out["status"] = {"allowed": allowed, **({"reason": why} if why else {})}
-        raise Response(201, _dumps(out))
-
-    def _token_request(self, ns: str, name: str, req: Any, dry_run: bool) -> None:
-        """TokenRequest (authentication.k8s.io/v1) for a ServiceAccount: a bound token."""
-        if not isinstance(req, dict) or req.get("kind") not in (None, "TokenRequest"):
-            raise errors.bad_request("the object provided is unrecognized (must be a "
-                                     "TokenRequest)")
-        spec = req.get("spec") or {}
-        exp = spec.get("expirationSeconds")
-        exp = 3600 if exp is None else exp  # defaulted, as the real API does
-        if not isinstance(exp, int) or exp < 600:
-            raise errors.invalid("TokenRequest", "authentication.k8s.io", name, [
-                errors.field_invalid("spec.expirationSeconds", exp,
-                                     "may not specify a duration less than 10 minutes")])
-        if exp > 2**32:
-            raise errors.invalid("TokenRequest", "authentication.k8s.io", name, [
-                errors.field_invalid("spec.expirationSeconds", exp,
-                                     "may not specify a duration larger than 2^32 seconds")])
-        uid = self.api._service_account_uid(ns, name)
-        if uid is None:
-            raise errors.not_found("serviceaccounts", "", name)
-        audiences = list(spec.get("audiences") or
-                         ["https://kubernetes.default.svc.cluster.local"])
-        token, expires = ("", None) if dry_run else self.api.auth.issue_service_account_token(
-            ns, name, uid, exp, tuple(audiences))
-        out = {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-               "metadata": {"name": name, "namespace": ns, "uid": uid,
-                            "creationTimestamp": _rfc3339(time.time())},
-               "spec": {"audiences": audiences, "expirationSeconds": exp,
-                        "boundObjectRef": spec.get("boundObjectRef")},
-               "status": {"token": token,
-                          "expirationTimestamp": _rfc3339(expires.timestamp())
-                          if expires is not None else _rfc3339(time.time() + exp)}}
-        raise Response(201, _dumps(out))
-
-    def _bind(self, rt: ResourceType, ns: str | None, name: str, binding: Any,
-              dry_run: bool) -> None:
-        target = (binding or {}).get("target") or {}
-        node = target.get("name")
-        if not node:
-            raise errors.invalid("Binding", "", name, [errors.field_required("target.name")])
-
-        def fn(cur: Obj) -> Obj:
-            spec = cur.setdefault("spec", {})
-            if spec.get("nodeName"):
-                raise errors.conflict(rt.plural, rt.group, name,
-                                      f"pod {name} is already assigned to node "
-                                      f"\"{spec['nodeName']}\"")
-            spec["nodeName"] = node
-            return cur
-
-        self.api.store.modify(rt, ns, name, fn, dry_run=dry_run)
-        raise Response(201, _dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                    "status": "Success", "code": 201}))
-
     def _update(self, rt: ResourceType, ns: str | None, info: routing.RequestInfo, body: bytes,
                 dry_run: bool) -> None:
         store = self.api.store
@@ -1158,7 +1039,6 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "scale":
             scale = self._parse_object(rt, body, "Scale")
             self._write_scale(rt, ns, info.name, scale, dry_run)
-            return
         if sub not in (None, "status", "finalize"):
             raise errors.method_not_allowed("PUT", f"{rt.plural}/{sub}")
         obj = self._parse_object(rt, body)
@@ -1258,10 +1138,9 @@ class _Handler(BaseHTTPRequestHandler):
             cur = store.get_ref(rt, ns, name)
             if cur is None:
                 raise errors.not_found(rt.plural, rt.group, name)
-            scale = _scale_of(rt, cur)
+            scale = subresources.scale_of(rt, cur)
             new_scale = self._apply_patch_doc(ctype, scale, patch, "Scale")
             self._write_scale(rt, ns, name, new_scale, dry_run)
-            return
 
         warnings: list[str] = []
         status_sub = "status" if sub == "status" else None
@@ -1310,26 +1189,10 @@ class _Handler(BaseHTTPRequestHandler):
         return strategic_merge(doc, patch, kind)  # type: ignore[no-any-return]
 
     def _write_scale(self, rt: ResourceType, ns: str | None, name: str, scale: Obj,
-                     dry_run: bool) -> None:
-        replicas = (scale.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.invalid("Scale", "autoscaling", name, [errors.field_invalid(
-                "spec.replicas", replicas, "must be greater than or equal to 0")])
-        rv = (scale.get("metadata") or {}).get("resourceVersion")
-        manager = self._field_manager()
-
-        def fn(cur: Obj) -> Obj:
-            if rv and rv != cur["metadata"]["resourceVersion"]:
-                raise errors.conflict(rt.plural, rt.group, name)
-            new = dict(cur)
-            new["spec"] = dict(cur.get("spec") or {})
-            new["spec"]["replicas"] = replicas
-            new["metadata"] = dict(cur["metadata"])
-            self.api.managed.on_update(rt, cur, new, manager, None)
-            return new
-
-        res = self.api.store.modify(rt, ns, name, fn, dry_run=dry_run)
-        raise Response(200, _dumps(_scale_of(rt, res)))
+                     dry_run: bool) -> NoReturn:
+        raise Response(200, _dumps(subresources.write_scale(
+            self.api.store, self.api.managed, rt, ns, name, scale, self._field_manager(),
+            dry_run)))
 
     # ------------------------------------------------------------ delete
     def _delete_options(self, body: bytes) -> dict[str, Any]:
@@ -1504,7 +1367,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, w: Watcher, rt: ResourceType, timeout: float | None, bookmarks: bool,
                 table: bool, include: str, info: routing.RequestInfo) -> None:
         api = self.api
-        now = time.monotonic()
+        clock = api.store.clock
+        now = clock.monotonic()
         deadline = now + timeout if timeout else None
         next_bookmark = now + api.bookmark_interval
         next_check = now + 1.0
@@ -1515,7 +1379,7 @@ class _Handler(BaseHTTPRequestHandler):
                "user_agent": _agent_family(self.agent_full)}
         try:
             while not api.stopping.is_set():
-                now = time.monotonic()
+                now = clock.monotonic()
                 wait = min(next_check, next_bookmark if bookmarks else next_check) - now
                 if deadline is not None:
                     wait = min(wait, deadline - now)
@@ -1533,7 +1397,7 @@ class _Handler(BaseHTTPRequestHandler):
                     continue
                 if w.closed:
                     break
-                now = time.monotonic()
+                now = clock.monotonic()
                 if deadline is not None and now >= deadline:
                     break
                 if bookmarks and now >= next_bookmark:
@@ -1558,25 +1422,13 @@ class _Handler(BaseHTTPRequestHandler):
         pod = self.api.store.get_ref(rt, ns, name)
         if pod is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        init = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
-        container = self.q.get("container")
-        if not container:
-            if len(containers) != 1:
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {name}, choose one of: "
-                    f"[{' '.join(str(c) for c in containers)}]"
-                    + (f" or one of the init containers: [{' '.join(str(c) for c in init)}]"
-                       if init else ""))
-            container = containers[0]
-        elif container not in containers and container not in init:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        container = subresources.log_container(pod, name, self.q.get("container"))
         provider = self.api.world.extras.get("pod_logs") if isinstance(
             getattr(self.api.world, "extras", None), dict) else None
         text = ""
         if callable(provider):
             text = provider(ns, name, container) or ""
-        text = self._log_filters(text)
+        text = subresources.log_filters(text, self.q.get("tailLines"), self.q.get("limitBytes"))
         if not _truthy(self.q.get("follow")):
             raise Response(200, text.encode(), "text/plain")
         self.send_response(200)
@@ -1605,151 +1457,40 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
 
-    def _log_filters(self, text: str) -> str:
-        q = self.q
-        lines = text.splitlines(keepends=True)
-        if q.get("tailLines", "").isdigit():
-            n = int(q["tailLines"])
-            lines = lines[-n:] if n else []
-        out = "".join(lines)
-        if q.get("limitBytes", "").isdigit():
-            out = out.encode()[: int(q["limitBytes"])].decode(errors="ignore")
-        return out
-
     # ------------------------------------------------------------ proxy
     def _proxy(self, method: str, rt: ResourceType, info: routing.RequestInfo,
                body: bytes) -> None:
         assert info.name is not None
         proxies = getattr(self.api.world, "proxies", None)
-        path = info.rest or "/"
-        fwd_headers = {k: v for k, v in self.headers.items()
-                       if k.lower() not in ("authorization", "host", "connection",
-                                            "content-length", "transfer-encoding")}
-        query = "&".join(p for p in self.raw_query.split("&") if p)
         if rt.kind == "Node":
-            node = self.api.store.get_ref(rt, None, info.name)
-            if node is None:
-                raise errors.not_found(rt.plural, rt.group, info.name)
-            handler = proxies.node_handler(info.name) if proxies is not None else None
-            if handler is None:
-                raise errors.ApiError(503, "ServiceUnavailable",
-                                      f"error trying to reach service: dial tcp "
-                                      f"{_node_ip(node)}:10250: connect: connection refused")
+            handler = subresources.node_backend(self.api.store, proxies, rt, info.name)
         elif rt.kind == "Service":
-            handler = self._service_backend(rt, info, proxies)
+            handler = subresources.service_backend(self.api.store, self.api.registry, proxies,
+                                                   rt, info.namespace, info.name)
         else:
             raise errors.not_found_path()
-        status, hdrs, data = handler(method, path, query, fwd_headers, body)
-        out = {k: v for k, v in (hdrs or {}).items()
-               if k.lower() not in ("content-length", "transfer-encoding", "connection")}
-        ctype = out.pop("Content-Type", out.pop("content-type", "application/octet-stream"))
-        raise Response(int(status), data or b"", ctype, out)
+        query = "&".join(p for p in self.raw_query.split("&") if p)
+        self._forward(handler, method, info.rest or "/", query, body)
 
     def _harvester_api(self, method: str, path: str, body: bytes) -> None:
         svc_rt = self.api.registry.get("", "v1", "services")
         assert svc_rt is not None
-        info = routing.RequestInfo(True, path, verb="create", group="", version="v1",
-                                   resource="services", namespace="harvester-system",
-                                   name="https:harvester:8443", subresource="proxy")
-        handler = self._service_backend(svc_rt, info, getattr(self.api.world, "proxies", None))
+        handler = subresources.service_backend(
+            self.api.store, self.api.registry, getattr(self.api.world, "proxies", None), svc_rt,
+            "harvester-system", "https:harvester:8443")
+        self._forward(handler, method, path, self.raw_query, body)
+
+    def _forward(self, handler: subresources.Backend, method: str, path: str, query: str,
+                 body: bytes) -> NoReturn:
+        """Send the request to a proxy backend and answer with what it answered."""
         fwd = {k: v for k, v in self.headers.items()
                if k.lower() not in ("authorization", "host", "connection", "content-length",
                                     "transfer-encoding")}
-        status, hdrs, data = handler(method, path, self.raw_query, fwd, body)
+        status, hdrs, data = handler(method, path, query, fwd, body)
         out = {k: v for k, v in (hdrs or {}).items()
                if k.lower() not in ("content-length", "transfer-encoding", "connection")}
         ctype = out.pop("Content-Type", out.pop("content-type", "application/octet-stream"))
         raise Response(int(status), data or b"", ctype, out)
-
-    def _service_backend(self, rt: ResourceType, info: routing.RequestInfo,
-                         proxies: Any) -> Callable[..., tuple[int, dict[str, str], bytes]]:
-        assert info.name is not None
-        parts = info.name.split(":")
-        if len(parts) == 3:
-            _scheme, svc_name, port_ref = parts
-        elif len(parts) == 2:
-            svc_name, port_ref = parts
-        else:
-            svc_name, port_ref = parts[0], ""
-        ns = info.namespace
-        store = self.api.store
-        svc = store.get_ref(rt, ns, svc_name)
-        if svc is None:
-            raise errors.not_found(rt.plural, rt.group, svc_name)
-        ports = (svc.get("spec") or {}).get("ports") or []
-        sp = None
-        for p in ports:
-            if port_ref == "" or str(p.get("port")) == port_ref or p.get("name") == port_ref:
-                sp = p
-                break
-        if sp is None:
-            raise errors.ApiError(503, "ServiceUnavailable",
-                                  f"no endpoints available for service \"{svc_name}\"")
-        target = sp.get("targetPort", sp.get("port"))
-        selector = (svc.get("spec") or {}).get("selector") or {}
-        pod_rt = self.api.registry.get("", "v1", "pods")
-        assert pod_rt is not None
-        pods, _, _, _ = store.list(pod_rt, ns, ",".join(f"{k}={v}" for k, v in
-                                                        sorted(selector.items())),
-                                   copy_items=False) if selector else ([], "", None, None)
-        refused = False
-        for pod in pods:
-            md, st = pod["metadata"], pod.get("status") or {}
-            if md.get("deletionTimestamp"):
-                continue
-            if not any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in st.get("conditions") or []):
-                continue
-            port = _resolve_port(pod, target)
-            if port is None:
-                continue
-            handler = proxies.pod_handler(ns, md["name"], port) if proxies is not None else None
-            if handler is not None:
-                return handler  # type: ignore[no-any-return]
-            refused = True
-        if refused:
-            raise errors.ApiError(503, "ServiceUnavailable",
-                                  "error trying to reach service: dial tcp: connect: "
-                                  "connection refused")
-        raise errors.ApiError(503, "ServiceUnavailable",
-                              f"no endpoints available for service \"{svc_name}\"")
-
-
-def _resolve_port(pod: Obj, target: Any) -> int | None:
-    if isinstance(target, int):
-        return target
-    if isinstance(target, str) and target.isdigit():
-        return int(target)
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        for p in c.get("ports") or []:
-            if p.get("name") == target:
-                return int(p.get("containerPort"))
-    return None
-
-
-def _node_ip(node: Obj) -> str:
-    for a in (node.get("status") or {}).get("addresses") or []:
-        if a.get("type") == "InternalIP":
-            return str(a.get("address"))
-    return node["metadata"]["name"]
-
-
-def _scale_of(rt: ResourceType, obj: Obj) -> Obj:
-    md = obj["metadata"]
-    spec, st = obj.get("spec") or {}, obj.get("status") or {}
-    sel = spec.get("selector")
-    if isinstance(sel, dict):
-        from .tables import _selector_str
-
-        sel_txt = _selector_str(sel)
-        sel_txt = "" if sel_txt == "<none>" else sel_txt
-    else:
-        sel_txt = st.get("selector") or ""
-    smd = {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-           if k in md}
-    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": smd,
-            "spec": {"replicas": spec.get("replicas", 0)},
-            "status": {"replicas": st.get("replicas", 0), "selector": sel_txt}}
 
 
 def _delete_status(rt: ResourceType, obj: Obj) -> Obj:

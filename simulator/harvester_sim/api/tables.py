@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..clock import Clock
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -62,7 +63,7 @@ def age(ts: Any) -> str:
     t = _parse_ts(ts)
     if t is None:
         return "<unknown>"
-    return human_duration((_dt.datetime.now(_dt.timezone.utc) - t).total_seconds())
+    return human_duration((Clock.wall_now() - t).total_seconds())
 
 
 def _md(o: Obj) -> Obj:
@@ -249,7 +250,7 @@ def _job_row(o: Obj) -> list[Any]:
     if start is None:
         duration = ""
     else:
-        stop = end or _dt.datetime.now(_dt.timezone.utc)
+        stop = end or Clock.wall_now()
         duration = human_duration((stop - start).total_seconds())
     return [_md(o).get("name"), status, completions, duration, _age_of(o), n, i,
             _selector_str(spec.get("selector"))]

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..clock import Clock
+
 
 @dataclass(frozen=True)
 class ServingCerts:
@@ -52,7 +54,7 @@ def generate(hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
              serving_days: float = 365) -> ServingCerts:
     """CA (valid a year) and serving certificate valid ``serving_days`` from now (the
     ``cert_near_expiry`` fault makes that short)."""
-    now = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=5)
+    now = Clock.wall_now() - _dt.timedelta(minutes=5)
     later = now + _dt.timedelta(days=365)
     serving_until = now + _dt.timedelta(minutes=5, days=serving_days)
     ca_key = ec.generate_private_key(ec.SECP256R1())

@@ -114,13 +114,6 @@ def set_condition(obj: dict[str, Any], ctype: str, status: str, reason: str = ""
     return True
 
 
-def get_condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return dict(c)
-    return None
-
-
 def k8s_version(v: str | None) -> str:
     """Canonical RKE2 version: ``v1.32.4-rke2r1`` and ``v1.32.4+rke2r1`` compare equal."""
     if not v:

@@ -132,7 +132,7 @@ class Disruption:
         old_st = pdb.get("status") or {}
         disrupted = dict(old_st.get("disruptedPods") or {})
         by_name = {p["metadata"]["name"]: p for p in pods}
-        now_wall = dt.datetime.now(dt.timezone.utc)
+        now_wall = self.world.clock.wall_now()
         for name, ts in list(disrupted.items()):
             p = by_name.get(name)
             if p is None or pu.is_deleting(p) or _age(ts, now_wall) > DISRUPTED_TIMEOUT_S:

@@ -239,7 +239,7 @@ class ImageController:
             paced_by_server = nominal_hdr is not None
             rate = max(1e-9, float(self.world.timings.download_mib_s)) * MIB
             wall_total = clock.sim_to_wall(nominal / rate) if nominal else 0.0
-            t0 = time.monotonic()
+            t0 = clock.monotonic()
             buf = bytearray()
             while True:
                 if attempt.cancelled.is_set() or self._stopping.is_set():
@@ -250,7 +250,7 @@ class ImageController:
                 buf.extend(chunk)
                 frac = len(buf) / length if length else 0.0
                 if not paced_by_server and length:
-                    ahead = t0 + wall_total * frac - time.monotonic()
+                    ahead = t0 + wall_total * frac - clock.monotonic()
                     if ahead > 0:
                         time.sleep(min(ahead, 1.0))
                 pct = min(99, int(frac * 100))

@@ -51,6 +51,7 @@ from urllib.parse import parse_qs
 from ..api.errors import ApiError
 from ..programs.base import image_repo
 from ..releases.catalog import parse_version
+from . import podutil as pu
 
 log = logging.getLogger("harvester_sim.harvester_vm")
 
@@ -145,12 +146,10 @@ def validate_migratable(vmi: Obj) -> None:
 def _node_selector_matches(vmi: Obj, node: Obj) -> bool:
     """``getNodeSelectorRequirementFromVMI``: the match expressions of the VMI's required node
     affinity (all terms ANDed, as the handler builds one selector)."""
-    from .kubevirt import _expr_matches
-
     labels = node["metadata"].get("labels") or {}
     req = ((((vmi.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
            .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    return all(_expr_matches(e, labels) for t in req.get("nodeSelectorTerms") or []
+    return all(pu.expr_matches(e, labels) for t in req.get("nodeSelectorTerms") or []
                for e in t.get("matchExpressions") or [])
 
 

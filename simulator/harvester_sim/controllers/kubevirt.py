@@ -48,13 +48,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..api import errors
 from ..api.errors import ApiError
 from ..api.jsoncopy import json_copy
+from ..scenarios.objects import INITIAL_NODE_ANNOTATION
+from . import podutil as pu
 
 log = logging.getLogger("harvester_sim.kubevirt")
 
@@ -82,7 +83,6 @@ MIGRATION_UID_LABEL = "kubevirt.io/migrationJobUID"
 VMI_NAME_LABEL = "kubevirt.io/vmi-name"
 EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
-INITIAL_NODE_ANNOTATION = "sim.harvesterhci.io/initial-node"  # the scenario loader's placement
 BRIDGE_MIGRATION_ANNOTATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
 
 EVICTION_WEBHOOK = ('admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" '
@@ -97,120 +97,12 @@ LAUNCHER_OVERHEAD_MIB = 256
 
 
 # --------------------------------------------------------------------------- helpers
-_QTY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
-_SUFFIX = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3,
-           "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4, "Pi": 1024 ** 5}
-
-
-def parse_quantity(q: Any) -> float:
-    """A Kubernetes quantity (``512Mi``, ``2``, ``500m``, ``1G``) as a float (bytes/cores)."""
-    if q is None:
-        return 0.0
-    if isinstance(q, (int, float)):
-        return float(q)
-    m = _QTY.match(str(q).strip())
-    if not m or m.group(2) not in _SUFFIX:
-        return 0.0
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
-
-
-def condition(obj: Obj | None, type_: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return c  # type: ignore[no-any-return]
-    return None
-
-
-def node_ready(node: Obj) -> bool:
-    c = condition(node, "Ready")
-    return bool(c and c.get("status") == "True")
-
-
-def _expr_matches(expr: Obj, labels: dict[str, str]) -> bool:
-    key, op, vals = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-    has = key in labels
-    if op == "In":
-        return has and labels[key] in vals
-    if op == "NotIn":
-        return not has or labels[key] not in vals
-    if op == "Exists":
-        return has
-    if op == "DoesNotExist":
-        return not has
-    if op in ("Gt", "Lt") and has and vals:
-        try:
-            a, b = int(labels[key]), int(vals[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def node_matches(pod_spec: Obj, node: Obj) -> bool:
-    """nodeSelector + required node affinity of ``pod_spec`` against ``node``."""
-    md = node.get("metadata") or {}
-    labels = md.get("labels") or {}
-    for k, v in (pod_spec.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return False
-    req = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-           .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = req.get("nodeSelectorTerms") or []
-    if terms:
-        fields = {"metadata.name": md.get("name", "")}
-        ok = False
-        for t in terms:
-            if all(_expr_matches(e, labels) for e in t.get("matchExpressions") or []) and \
-                    all(_expr_matches(e, fields) for e in t.get("matchFields") or []):
-                ok = True
-                break
-        if not ok:
-            return False
-    return True
-
-
-def tolerates(pod_spec: Obj, node: Obj) -> bool:
-    """Every NoSchedule/NoExecute taint of ``node`` (and cordoning) is tolerated."""
-    tols = pod_spec.get("tolerations") or []
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    if (node.get("spec") or {}).get("unschedulable"):
-        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-    for t in taints:
-        if t.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        ok = False
-        for tol in tols:
-            if tol.get("effect") and tol.get("effect") != t.get("effect"):
-                continue
-            if tol.get("operator") == "Exists":
-                if not tol.get("key") or tol.get("key") == t.get("key"):
-                    ok = True
-                    break
-            elif tol.get("key") == t.get("key") and (tol.get("value") or "") == \
-                    (t.get("value") or ""):
-                ok = True
-                break
-        if not ok:
-            return False
-    return True
-
-
-def pod_requests(pod: Obj) -> tuple[float, float]:
-    """(cpu cores, memory bytes) requested by the pod's containers."""
-    cpu = mem = 0.0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        req = (c.get("resources") or {}).get("requests") or {}
-        cpu += parse_quantity(req.get("cpu"))
-        mem += parse_quantity(req.get("memory"))
-    return cpu, mem
-
-
 def vmi_memory_mib(spec: Obj) -> float:
     dom = spec.get("domain") or {}
     res = dom.get("resources") or {}
     q = ((dom.get("memory") or {}).get("guest") or (res.get("requests") or {}).get("memory")
          or (res.get("limits") or {}).get("memory") or "1Gi")
-    return parse_quantity(q) / 1024 ** 2
+    return pu.parse_quantity(q) / 1024 ** 2
 
 
 def vmi_vcpus(spec: Obj) -> int:
@@ -411,7 +303,11 @@ class KubeVirt:
     # ------------------------------------------------------------------ plumbing
     @property
     def has_kubelet(self) -> bool:
-        return "kubelet" in self.world.controllers
+        return bool(self.world.simulates("kubelet"))
+
+    @property
+    def has_scheduler(self) -> bool:
+        return bool(self.world.simulates("scheduler"))
 
     def _seed(self) -> None:
         """Pick up what exists already (objects created before the runtime started)."""
@@ -623,7 +519,7 @@ class KubeVirt:
         if st.get("phase") in FINAL:
             return
         strategy = self.eviction_strategy(vmi)
-        cond = condition(vmi, "LiveMigratable")
+        cond = pu.get_condition(vmi, "LiveMigratable")
         migratable = bool(cond and cond.get("status") == "True")
         if strategy == "LiveMigrate":
             if not migratable:
@@ -662,7 +558,7 @@ class KubeVirt:
                 MIGRATION_WEBHOOK + f'the VMI "{ns}/{vmi_name}" does not exist')
         if (vmi.get("status") or {}).get("phase") in FINAL:
             raise errors.bad_request(MIGRATION_WEBHOOK + "Cannot migrate VMI in finalized state.")
-        cond = condition(vmi, "LiveMigratable")
+        cond = pu.get_condition(vmi, "LiveMigratable")
         if cond and cond.get("status") == "False":
             raise errors.bad_request(
                 MIGRATION_WEBHOOK + f"Cannot migrate VMI, Reason: {cond.get('reason')}, "
@@ -712,32 +608,23 @@ class KubeVirt:
 
     # ------------------------------------------------------------------ placement
     def _pick_node(self, pod: Obj, exclude: set[str], prefer: str = "") -> str | None:
-        sched = self.world.controllers.get("scheduler")
-        if sched is not None and hasattr(sched, "pick_node"):
-            if prefer and hasattr(sched, "fits_node"):
-                if sched.fits_node(pod, prefer, exclude):
-                    return prefer
-            elif prefer and hasattr(sched, "filter"):
-                fit = sched.filter(pod, exclude)[0]
-                if any(n["metadata"]["name"] == prefer for n in fit):
-                    return prefer
-            return sched.pick_node(pod, exclude=exclude)  # type: ignore[no-any-return]
-        if sched is not None:
-            return None  # the scheduler binds it
-        spec = pod.get("spec") or {}
+        """The built-in placement of a world without a simulated scheduler. With one, the
+        launcher pod is created unbound and the scheduler binds it, as kube-scheduler does
+        for virt-controller's pods (None here)."""
+        if self.has_scheduler:
+            return None
         if prefer and prefer not in exclude and prefer in self.nodes:
             node = self.nodes[prefer]
-            if node_ready(node) and tolerates(spec, node) and node_matches(spec, node):
+            if _placeable(pod, node):
                 return prefer
-        cpu, mem = pod_requests(pod)
+        cpu, mem = pu.pod_requests(pod)
         best: tuple[float, str] | None = None
         for name, node in self.nodes.items():
-            if name in exclude or not node_ready(node) or not tolerates(spec, node) or \
-                    not node_matches(spec, node):
+            if name in exclude or not _placeable(pod, node):
                 continue
             alloc = (node.get("status") or {}).get("allocatable") or {}
-            a_cpu = parse_quantity(alloc.get("cpu")) or float("inf")
-            a_mem = parse_quantity(alloc.get("memory")) or float("inf")
+            a_cpu = pu.cpu_milli(alloc.get("cpu")) or float("inf")
+            a_mem = pu.mem_bytes(alloc.get("memory")) or float("inf")
             used = self._usage.get(name, [0.0, 0.0])
             if used[0] + cpu > a_cpu or used[1] + mem > a_mem:
                 continue
@@ -759,14 +646,14 @@ class KubeVirt:
         phase = (obj.get("status") or {}).get("phase")
         if not node or phase in FINAL:
             return
-        cpu, mem = pod_requests(obj)
+        cpu, mem = pu.pod_requests(obj)
         self._pod_usage[key] = (node, cpu, mem)
         u = self._usage.setdefault(node, [0.0, 0.0])
         u[0] += cpu
         u[1] += mem
 
     def _retry_unbound(self) -> None:
-        if "scheduler" in self.world.controllers:
+        if self.has_scheduler:
             self._unbound.clear()
             return
         for key in sorted(self._unbound):
@@ -812,7 +699,7 @@ class KubeVirt:
                 resources["limits"]["cpu"] = str(lim["cpu"])
             if lim.get("memory"):
                 resources["limits"]["memory"] = \
-                    f"{int(parse_quantity(lim['memory']) / 1024 ** 2 + LAUNCHER_OVERHEAD_MIB)}Mi"
+                    f"{int(pu.parse_quantity(lim['memory']) / 1024 ** 2 + LAUNCHER_OVERHEAD_MIB)}Mi"
         labels = dict(md.get("labels") or {})
         labels.update({"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": md["uid"],
                        "vm.kubevirt.io/name": name})
@@ -868,6 +755,8 @@ class KubeVirt:
         if mig is None and (ns, name) not in self._placed_once:
             prefer = str((md.get("annotations") or {}).get(INITIAL_NODE_ANNOTATION, ""))
         self._placed_once.add((ns, name))
+        if prefer and self.has_scheduler:
+            pod["metadata"]["annotations"][INITIAL_NODE_ANNOTATION] = prefer
         node = self._pick_node(pod, exclude, prefer)
         if node:
             pod["spec"]["nodeName"] = node
@@ -879,7 +768,7 @@ class KubeVirt:
         self.pods[(ns, pname)] = info
         self.pods_by_vmi.setdefault((ns, name), set()).add(pname)
         if not node:
-            if "scheduler" not in self.world.controllers:
+            if not self.has_scheduler:
                 info.unschedulable = self._unschedulable_message(created)
                 self._set_unschedulable(ns, pname, info.unschedulable)
                 self._unbound.add((ns, pname))
@@ -934,7 +823,7 @@ class KubeVirt:
     def _on_pod(self, type_: str, obj: Obj, old: Obj | None) -> None:
         md = obj["metadata"]
         key = (md.get("namespace", ""), md["name"])
-        if "scheduler" not in self.world.controllers:
+        if not self.has_scheduler:
             self._account(key, None if type_ == "DELETED" else obj)
         labels = md.get("labels") or {}
         if labels.get("kubevirt.io") != "virt-launcher":
@@ -956,6 +845,7 @@ class KubeVirt:
             self.pods_by_vmi.setdefault((ns, vmi_name), set()).add(md["name"])
         spec = obj.get("spec") or {}
         st = obj.get("status") or {}
+        bound_now = not info.node and bool(spec.get("nodeName"))
         info.node = spec.get("nodeName") or ""
         info.ip = st.get("podIP") or info.ip
         if type_ == "DELETED":
@@ -967,6 +857,8 @@ class KubeVirt:
                     info.graceful = True
                 if not self.has_kubelet:
                     self.c.delete("v1", "Pod", md["name"], ns, grace_period=0)
+            elif bound_now and self.has_scheduler and not self.has_kubelet:
+                self._fake_run(ns, md["name"])   # the scheduler bound it; nobody runs it
         vkey = (ns, info.vmi)
         if info.role == "target" and info.mig:
             self._advance_migration((ns, info.mig))
@@ -1119,12 +1011,12 @@ class KubeVirt:
             ms = vst.get("migrationState") or {}
             migrating = bool(ms) and not ms.get("completed") and not ms.get("failed")
             printable = "Migrating" if migrating else "Running"
-            rc = condition(vmi, "Ready")
+            rc = pu.get_condition(vmi, "Ready")
             ready = bool(rc and rc.get("status") == "True")
         elif phase in FINAL:
             printable = "Stopped"
         else:
-            ps = condition(vmi, "PodScheduled")
+            ps = pu.get_condition(vmi, "PodScheduled")
             printable = "ErrorUnschedulable" if ps and ps.get("status") == "False" else "Starting"
         now = self._now_ts()
 
@@ -1151,7 +1043,7 @@ class KubeVirt:
                         "virt-launcher pod is not ready"
             conds = [rc]
             if vmi is not None:
-                lm = condition(vmi, "LiveMigratable")
+                lm = pu.get_condition(vmi, "LiveMigratable")
                 if lm is not None:
                     conds.append(dict(lm))
             st["conditions"] = conds
@@ -1191,7 +1083,7 @@ class KubeVirt:
             info.phase = st.get("phase") or ""
             info.deleting = bool(md.get("deletionTimestamp"))
             info.strategy = self.eviction_strategy(obj)
-            lm = condition(obj, "LiveMigratable")
+            lm = pu.get_condition(obj, "LiveMigratable")
             info.migratable = None if lm is None else lm.get("status") == "True"
             evac = st.get("evacuationNodeName") or ""
             if evac and not info.evac_node:
@@ -1422,7 +1314,7 @@ class KubeVirt:
         if kubelet is not None and hasattr(kubelet, "is_up") and node:
             node_down = not kubelet.is_up(node)
         else:
-            node_down = bool(node and (node_obj is None or not node_ready(node_obj)))
+            node_down = bool(node and (node_obj is None or not pu.node_ready(node_obj)))
         graceful = bool(main and main.graceful) and not node_down
         if graceful:
             new_phase, reason = "Succeeded", "PodTerminated"
@@ -1612,7 +1504,7 @@ class KubeVirt:
                     vmi["metadata"].get("deletionTimestamp"):
                 self._fail_migration((m.ns, m.name), "the VMI is not running")
                 continue
-            lm = condition(vmi, "LiveMigratable")
+            lm = pu.get_condition(vmi, "LiveMigratable")
             if lm is not None and lm.get("status") == "False":
                 self._fail_migration((m.ns, m.name),
                                      f"VMI is not live-migratable: {lm.get('reason')}: "
@@ -1895,6 +1787,13 @@ class KubeVirt:
         return info.node if info and info.phase == "Running" else ""
 
 
+def _placeable(pod: Obj, node: Obj) -> bool:
+    """The built-in placement's filters: a Ready node whose taints the pod tolerates and
+    that its nodeSelector and required node affinity match."""
+    return (pu.node_ready(node) and pu.tolerates_taints(pod, node)
+            and pu.node_affinity_matches(pod, node))
+
+
 def _bind(pod: Obj, node: str) -> Obj | None:
     if pod["spec"].get("nodeName"):
         return None
@@ -1921,5 +1820,4 @@ def setup(world: Any) -> KubeVirt:
     return KubeVirt(world)
 
 
-__all__ = ["KubeVirt", "setup", "live_migratable", "parse_quantity", "node_matches",
-           "tolerates", "condition", "node_ready"]
+__all__ = ["KubeVirt", "setup", "live_migratable", "vmi_memory_mib"]

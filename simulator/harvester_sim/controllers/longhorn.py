@@ -157,7 +157,7 @@ class Longhorn:
 
     @property
     def has_kubelet(self) -> bool:
-        return "kubelet" in self.world.controllers
+        return bool(self.world.simulates("kubelet"))
 
     def _now(self) -> str:
         return str(self.world.clock.timestamp())

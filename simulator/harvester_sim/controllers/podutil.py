@@ -121,8 +121,8 @@ def is_active(pod: Obj) -> bool:
     return not is_terminal(pod) and not is_deleting(pod)
 
 
-def get_condition(obj: Obj, type_: str) -> Obj | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
+def get_condition(obj: Obj | None, type_: str) -> Obj | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == type_:
             return c  # type: ignore[no-any-return]
     return None
@@ -265,7 +265,8 @@ def tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
     return False
 
 
-def _expr_matches(expr: Obj, values: dict[str, str]) -> bool:
+def expr_matches(expr: Obj, values: dict[str, str]) -> bool:
+    """One NodeSelectorRequirement (or label selector expression) against ``values``."""
     k = expr.get("key", "")
     op = expr.get("operator", "In")
     vals = [str(v) for v in expr.get("values") or []]
@@ -288,16 +289,27 @@ def _expr_matches(expr: Obj, values: dict[str, str]) -> bool:
     return False
 
 
+def tolerates_taints(pod: Obj, node: Obj) -> bool:
+    """``pod`` tolerates every NoSchedule/NoExecute taint of ``node``, a cordon
+    (``spec.unschedulable``) counted as the ``node.kubernetes.io/unschedulable`` taint."""
+    tols = (pod.get("spec") or {}).get("tolerations") or []
+    taints = taints_of(node)
+    if (node.get("spec") or {}).get("unschedulable"):
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    return all(tolerates(tols, t) for t in taints
+               if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+
 def node_term_matches(term: Obj, node: Obj) -> bool:
     labels = node["metadata"].get("labels") or {}
     exprs = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not exprs and not fields:
         return False  # an empty term matches no objects
-    if not all(_expr_matches(e, labels) for e in exprs):
+    if not all(expr_matches(e, labels) for e in exprs):
         return False
     fvals = {"metadata.name": node["metadata"]["name"]}
-    return all(_expr_matches(f, fvals) for f in fields)
+    return all(expr_matches(f, fvals) for f in fields)
 
 
 def node_affinity_matches(pod: Obj, node: Obj) -> bool:

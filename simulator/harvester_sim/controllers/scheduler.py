@@ -20,8 +20,14 @@ found``, ``pod has unbound immediate PersistentVolumeClaims``); for unbound clai
 ``volume.kubernetes.io/selected-node`` (PreBind) and binds the pod once the provisioner and
 PV controller (``controllers/volumes.py``) have bound them. Volume topology is not checked.
 
-``pick_node(pod_like, exclude=set()) -> str | None`` is the same decision for other
-controllers (KubeVirt migration targets); it does not bind anything.
+Initial placement: a pod annotated ``sim.harvesterhci.io/initial-node`` (KubeVirt's first
+launcher pod of a VM the scenario placed on a node) goes to that node when it passes the
+filters, as a pod's nominated node is tried first; otherwise to the least allocated one. The
+annotation is the scenario's, not Kubernetes': it stands for "this VM was running there
+before the simulation started".
+
+``pick_node(pod_like, exclude=set()) -> str | None`` is the same decision without binding,
+for tests; controllers never call the scheduler: they create pods and it binds them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api import errors
+from ..scenarios.objects import INITIAL_NODE_ANNOTATION
 from . import podutil as pu
 
 SCHEDULER = "default-scheduler"
@@ -249,22 +256,27 @@ class Scheduler:
                     why[r] += 1
         return fit, why, total
 
-    def fits_node(self, pod: dict[str, Any], node: str, exclude: set[str] | None = None
-                  ) -> bool:
-        """Whether ``pod`` passes the filters on ``node`` now (what ``filter`` says of it)."""
-        obj = self.nodes.objs.get(("", node))
-        if obj is None or (exclude and node in exclude):
-            return False
-        return self._fits(pod, obj, pu.pod_requests(pod)) is None
-
     def pick_node(self, pod: dict[str, Any], exclude: set[str] | None = None) -> str | None:
         """The node the scheduler would choose for ``pod`` now (nothing is bound)."""
         fit, _, _ = self.filter(pod, exclude)
-        if not fit:
-            return None
+        return self._choose(pod, fit) if fit else None
+
+    def _choose(self, pod: dict[str, Any], fit: list[dict[str, Any]]) -> str:
+        """The scenario's initial node when it fits, else the best ranked of ``fit``."""
+        want = (pod["metadata"].get("annotations") or {}).get(INITIAL_NODE_ANNOTATION)
+        if want and any(n["metadata"]["name"] == want for n in fit):
+            return str(want)
         req = pu.pod_requests(pod)
-        best = min(fit, key=lambda n: self._rank(n, req))
-        return str(best["metadata"]["name"])
+        return str(min(fit, key=lambda n: self._rank(n, req))["metadata"]["name"])
+
+    def _initial_node(self, pod: dict[str, Any]) -> str | None:
+        """The pod's initial node if it passes the filters there (what ``_choose`` would
+        pick without filtering every other node first)."""
+        want = (pod["metadata"].get("annotations") or {}).get(INITIAL_NODE_ANNOTATION)
+        node = self.nodes.objs.get(("", want)) if want else None
+        if node is None or self._fits(pod, node, pu.pod_requests(pod)) is not None:
+            return None
+        return str(want)
 
     def why_unschedulable(self, pod: dict[str, Any], exclude: set[str] | None = None) -> str:
         _, why, total = self.filter(pod, exclude)
@@ -328,13 +340,14 @@ class Scheduler:
                 del self.waiting[key]
                 self._bind(pod, wait[0])
             return  # PreBind: waiting for the claims to be bound
-        fit, why, total = self.filter(pod)
-        if not fit:
-            self.unschedulable.add(key)
-            self._mark_unschedulable(pod, _message(why, total))
-            return
-        req = pu.pod_requests(pod)
-        best = str(min(fit, key=lambda n: self._rank(n, req))["metadata"]["name"])
+        best = self._initial_node(pod)
+        if best is None:
+            fit, why, total = self.filter(pod)
+            if not fit:
+                self.unschedulable.add(key)
+                self._mark_unschedulable(pod, _message(why, total))
+                return
+            best = self._choose(pod, fit)
         if delayed:
             self.waiting[key] = (best, delayed)
             self._account({**pod, "spec": {**pod["spec"], "nodeName": best}})  # assumed

@@ -53,7 +53,8 @@ from typing import Any
 
 from ..api.selectors import from_label_selector_dict
 from ..client import ApiError
-from ._upgrade_util import get_condition, install_crds, now_ts, set_condition
+from . import podutil as pu
+from ._upgrade_util import install_crds, now_ts, set_condition
 
 log = logging.getLogger("harvester_sim.suc")
 
@@ -293,7 +294,7 @@ class SystemUpgradeController:
             set_condition(work, "Complete", "False", "JobFailed",
                           "Job(s) failed: " + ", ".join(failed), ts)
         elif not todo:
-            was = get_condition(plan, "Complete")
+            was = pu.get_condition(plan, "Complete")
             if was is None or was.get("status") != "True":
                 self.world.timeline.record("suc_plan_complete", plan=name, namespace=ns)
             set_condition(work, "Complete", "True", "Complete", "", ts)

@@ -49,6 +49,29 @@ class ProgramContext:
     def log(self, line: str) -> None:
         self.logs.append(line)
 
+    # -- the node's host: only programs that get it (privileged, ``/host``, chroot) use these
+    @property
+    def host(self) -> Any:
+        """The model of this node's host (the kubelet module: its files, images, services,
+        reboot), or None in a world without a kubelet module. On a real node such a program
+        shares the host with the kubelet, not just the API."""
+        return self.world.controllers.get("kubelet")
+
+    def host_files(self) -> dict[str, str]:
+        """The node's files under ``/host``; a scratch dict when no kubelet models them."""
+        host = self.host
+        files = host.host_files(self.node) if host is not None and \
+            hasattr(host, "host_files") else None
+        if files is None:
+            files = self.world.extras.setdefault("host_files", {}).setdefault(self.node, {})
+        return files  # type: ignore[no-any-return]
+
+    def restart_agent(self) -> None:
+        """``systemctl restart rancher-system-agent`` on the node."""
+        host = self.host
+        if host is not None and hasattr(host, "restart_agent"):
+            host.restart_agent(self.node)
+
 
 def image_repo(image: str) -> str:
     """``docker.io/rancher/foo:v1`` -> ``rancher/foo`` (registry and tag stripped)."""

@@ -66,29 +66,18 @@ def _shell_script(argv: list[str]) -> str | None:
     return None
 
 
-def _host(ctx: ProgramContext) -> dict[str, str]:
-    kubelet = ctx.world.controllers.get("kubelet")
-    files = kubelet.host_files(ctx.node) if kubelet is not None and \
-        hasattr(kubelet, "host_files") else None
-    if files is None:
-        files = ctx.world.extras.setdefault("host_files", {}).setdefault(ctx.node, {})
-    return files  # type: ignore[no-any-return]
-
-
 def _is_skip_restart(script: str) -> bool:
     return (AGENT_DROPIN_DIR in script and "INSTALL_RKE2_SKIP_ENABLE=true" in script
             and re.search(r"systemctl\s+restart\s+rancher-system-agent", script) is not None)
 
 
 def skip_restart(ctx: ProgramContext) -> Prog:
-    files = _host(ctx)
+    files = ctx.host_files()
     files[f"{AGENT_DROPIN_DIR}/override.conf"] = \
         f"[Service]\nEnvironmentFile=-{AGENT_ENV_FILE}\n"
     files[AGENT_ENV_FILE] = "INSTALL_RKE2_SKIP_ENABLE=true\n"
     yield 1.0
-    kubelet = ctx.world.controllers.get("kubelet")
-    if kubelet is not None and hasattr(kubelet, "restart_agent"):
-        kubelet.restart_agent(ctx.node)
+    ctx.restart_agent()
     ctx.world.timeline.record("agent_dropin_written", node=ctx.node)
     return 0
 
@@ -100,7 +89,7 @@ def _is_image_cleanup(script: str) -> bool:
 
 def crictl_rmi(ctx: ProgramContext, images: list[str]) -> tuple[int, list[str]]:
     """``crictl rmi <images...>`` on containerd: (exit code, removed names)."""
-    kubelet = ctx.world.controllers.get("kubelet")
+    kubelet = ctx.host
     removed: list[str] = []
     failed = False
     for img in images:

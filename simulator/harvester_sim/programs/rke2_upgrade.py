@@ -61,7 +61,7 @@ def _kubelet_version(ctx: ProgramContext, node: str) -> str:
 
 def upgrade(ctx: ProgramContext) -> Prog:
     node = ctx.node
-    kubelet = ctx.world.controllers.get("kubelet")
+    kubelet = ctx.host
     if kubelet is not None and hasattr(kubelet, "is_up") and not kubelet.is_up(node):
         ctx.log("[ERROR]  rke2 is not running on this server")
         return 1

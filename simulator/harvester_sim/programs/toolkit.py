@@ -201,7 +201,7 @@ def _hang(ctx: ProgramContext, why: str) -> Prog:
 
 
 def _add_images(ctx: ProgramContext, chunk: list[tuple[str, int]]) -> None:
-    kubelet = ctx.world.controllers.get("kubelet")
+    kubelet = ctx.host
     if kubelet is not None and hasattr(kubelet, "add_images"):
         kubelet.add_images(ctx.node, chunk)
         return
@@ -222,7 +222,7 @@ def _deployment_rolled(ctx: ProgramContext, ns: str, name: str) -> bool:
     d = ctx.client.try_get("apps/v1", "Deployment", name, ns)
     if d is None:
         return True
-    if "deployments" not in ctx.world.controllers:
+    if not ctx.world.simulates("deployments"):
         return True  # nobody rolls Deployments in this world
     st = d.get("status") or {}
     want = int((d.get("spec") or {}).get("replicas", 1))
@@ -319,22 +319,6 @@ def _upgrade_chart(ctx: ProgramContext, name: str, version: str) -> Prog:
         yield 2.0
     ctx.log(f"managedchart {name} is ready at {version}")
     return 0
-
-
-def _host(ctx: ProgramContext) -> dict[str, str]:
-    """The pod's node's files (``/host``); a scratch dict when no kubelet models them."""
-    kubelet = ctx.world.controllers.get("kubelet")
-    files = kubelet.host_files(ctx.node) if kubelet is not None and \
-        hasattr(kubelet, "host_files") else None
-    if files is None:
-        files = ctx.world.extras.setdefault("host_files", {}).setdefault(ctx.node, {})
-    return files  # type: ignore[no-any-return]
-
-
-def _restart_agent(ctx: ProgramContext) -> None:
-    kubelet = ctx.world.controllers.get("kubelet")
-    if kubelet is not None and hasattr(kubelet, "restart_agent"):
-        kubelet.restart_agent(ctx.node)
 
 
 def _env_required(ctx: ProgramContext, name: str, where: str) -> str:
@@ -672,17 +656,17 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
 def _recover_rancher_system_agent(ctx: ProgramContext) -> None:
     """v1.6.0: ``chroot /host rm -rf <drop-in dir> && systemctl daemon-reload && systemctl
     restart rancher-system-agent``."""
-    files = _host(ctx)
+    files = ctx.host_files()
     for path in [p for p in files if p == AGENT_DROPIN_DIR or
                  p.startswith(AGENT_DROPIN_DIR + "/")]:
         del files[path]
-    _restart_agent(ctx)
+    ctx.restart_agent()
     ctx.world.timeline.record("agent_dropin_removed", node=ctx.node)
 
 
 def _canal_and_charts(ctx: ProgramContext) -> None:
     """``remove_rke2_canal_config`` + ``disable_rke2_charts``."""
-    files = _host(ctx)
+    files = ctx.host_files()
     files.pop(CANAL_CONFIG, None)
     files[DISABLE_CHARTS] = ("disable:\n- rke2-snapshot-controller\n"
                              "- rke2-snapshot-controller-crd\n"
@@ -692,7 +676,7 @@ def _canal_and_charts(ctx: ProgramContext) -> None:
 def _kubelet_configs(ctx: ProgramContext) -> None:
     """``set_max_pods``, ``set_reserved_resource``, ``set_rke2_device_permissions``,
     ``set_oem_cleanup_kubelet``."""
-    files = _host(ctx)
+    files = ctx.host_files()
     for path, text in KUBELET_CONFIGS.items():
         if path.endswith("91-harvester-cdi.yaml") and path in files:
             continue
@@ -701,7 +685,7 @@ def _kubelet_configs(ctx: ProgramContext) -> None:
 
 
 def _clean_rke2_archives(ctx: ProgramContext) -> None:
-    files = _host(ctx)
+    files = ctx.host_files()
     for path in [p for p in files if p.startswith(RKE2_IMAGES_DIR + "/")]:
         del files[path]
 
@@ -802,7 +786,7 @@ def prepare(ctx: ProgramContext, repo: Repo, plan: str) -> Prog:
         yield sum(s for _, s in chunk) / rate
         _add_images(ctx, chunk)
     # download_image_archives_from_repo rke2: the archives RKE2 imports when it restarts
-    _host(ctx)[f"{RKE2_IMAGES_DIR}/rke2-images.linux-amd64.tar.zst"] = version
+    ctx.host_files()[f"{RKE2_IMAGES_DIR}/rke2-images.linux-amd64.tar.zst"] = version
     _span(ctx, "image_pull", t0, images=len(missing), bytes=total)
     ctx.world.timeline.record("preload_done", node=ctx.node, images=len(missing), bytes=total)
     return 0

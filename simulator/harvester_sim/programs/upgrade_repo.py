@@ -200,7 +200,7 @@ def preloader(ctx: ProgramContext) -> Prog:
         return 1
     archives = [str(i.get("archive")) for i in ((meta.get("images") or {}).get("common") or [])
                 if i.get("archive")]
-    kubelet = ctx.world.controllers.get("kubelet")
+    kubelet = ctx.host
     rate = max(ctx.world.timings.image_pull_mib_s, 1e-9) * MiB
     for archive in archives:
         ctx.log(f"Importing {archive}")

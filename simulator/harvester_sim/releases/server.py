@@ -42,12 +42,12 @@ import email.utils
 import re
 import socket
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+from ..clock import Clock
 from .catalog import CATALOG, Release, ReleaseSet
 from .iso import build_iso, checksum_file, sha512
 
@@ -377,7 +377,7 @@ def _make_handler(server: ReleaseServer) -> type[BaseHTTPRequestHandler]:
                     fault: Fault | None, t0: float) -> None:
             server.log.append(RequestRecord(self.command, self.path, version, status, sent,
                                             rng, fault.kind if fault else None,
-                                            time.monotonic() - t0))
+                                            Clock.monotonic() - t0))
 
         def _plain(self, status: int, text: str, head: bool) -> int:
             body = text.encode()
@@ -391,7 +391,7 @@ def _make_handler(server: ReleaseServer) -> type[BaseHTTPRequestHandler]:
             return 0
 
         def _serve(self, head: bool) -> None:
-            t0 = time.monotonic()
+            t0 = Clock.monotonic()
             path = self.path.split("?", 1)[0]
             m = _PATH_RE.match(path)
             if not m or m.group(1) != m.group(2):
@@ -466,13 +466,13 @@ def _make_handler(server: ReleaseServer) -> type[BaseHTTPRequestHandler]:
             """Write ``body``; with a rate, each chunk leaves when the model says its last
             byte has arrived (so the transfer ends at ``len(body) / wall_rate``)."""
             sent = 0
-            t0 = time.monotonic()
+            t0 = Clock.monotonic()
             chunk = _CHUNK if not wall_rate else max(1024, min(_CHUNK, int(wall_rate / 50)))
             try:
                 while sent < len(body):
                     piece = body[sent:sent + chunk]
                     if wall_rate:
-                        delay = t0 + (sent + len(piece)) / wall_rate - time.monotonic()
+                        delay = t0 + (sent + len(piece)) / wall_rate - Clock.monotonic()
                         if delay > 0 and server._stop.wait(delay):
                             break
                     elif server._stop.is_set():

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from ..api import errors
+from ..controllers.podutil import expr_matches
 from . import objects
 
 log = logging.getLogger("harvester_sim.scenarios")
@@ -370,25 +371,6 @@ def _taint_blocks(node: dict[str, Any]) -> bool:
     return any(t["effect"] in ("NoSchedule", "NoExecute") for t in node["taints"])
 
 
-def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, vals = expr.get("key", ""), expr.get("operator", "In"), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in vals
-    if op == "NotIn":
-        return labels.get(key) not in vals
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt"):
-        try:
-            v, ref = int(labels[key]), int(vals[0])
-        except (KeyError, ValueError, IndexError):
-            return False
-        return v > ref if op == "Gt" else v < ref
-    return False
-
-
 def affinity_matches(affinity: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     """Required node affinity (terms ORed, expressions ANDed)."""
     if not affinity:
@@ -398,7 +380,7 @@ def affinity_matches(affinity: dict[str, Any] | None, labels: dict[str, str]) ->
     terms = req.get("nodeSelectorTerms") or []
     if not terms:
         return True
-    return any(all(_expr_matches(x, labels) for x in t.get("matchExpressions") or [])
+    return any(all(expr_matches(x, labels) for x in t.get("matchExpressions") or [])
                for t in terms)
 
 

@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from ..clock import Clock
+
 Obj = dict[str, Any]
 
 INITIAL_NODE_ANNOTATION = "sim.harvesterhci.io/initial-node"
@@ -120,7 +122,7 @@ def serving_ca_secret() -> Obj:
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = Clock.wall_now() - dt.timedelta(minutes=5)
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "dynamic"),
                       x509.NameAttribute(NameOID.COMMON_NAME, "dynamiclistener-ca")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
