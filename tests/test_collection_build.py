@@ -12,7 +12,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_PREFIXES = ("simulator/", ".venv/", "tests/output/", "out/", "ansible_collections/",
-                      "build/", ".git/", "benchmarks/", "scripts/", ".pytest_cache/")
+                      "build/", ".git/", "benchmarks/", "scripts/", ".pytest_cache/",
+                      ".mypy_cache/", ".config/")
 
 
 def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
     assert "LICENSE" in names
     assert "tests/sanity/ignore-2.19.txt" in names
     dev = [n for n in names if n.startswith(("tests/unit/", "tests/integration/", "molecule/"))
-           or n in ("Makefile", "requirements-dev.txt", "ruff.toml")]
+           or n in ("Makefile", "requirements-dev.txt", "ruff.toml", "mypy.ini")]
     assert dev == [], f"developer files in the collection tarball: {dev[:20]}"
 
 
