@@ -4,20 +4,20 @@ test output or run artifacts)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from testkit import BIN, ROOT
+
 FORBIDDEN_PREFIXES = ("simulator/", ".venv/", "tests/output/", "out/", "ansible_collections/",
                       "build/", ".git/", "benchmarks/", "scripts/", ".pytest_cache/",
                       ".mypy_cache/", ".config/")
 
 
 def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
-    galaxy = Path(sys.executable).parent / "ansible-galaxy"
+    galaxy = BIN / "ansible-galaxy"
     res = subprocess.run([str(galaxy), "collection", "build", "--force", "--output-path",
                           str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300,
                          check=False)

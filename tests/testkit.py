@@ -107,6 +107,21 @@ def kubectl(sim: Any, *args: str, check: bool = False) -> subprocess.CompletedPr
 # reading the simulated cluster
 # ---------------------------------------------------------------------------------------------
 
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def writes(sim: Any) -> dict[str, int]:
+    """Write requests of external clients so far, by ``verb resource`` (the API server's
+    request statistics)."""
+    return {k: v for k, v in sim.stats()["by_verb_resource"].items()
+            if k.split(" ", 1)[0] in WRITE_VERBS}
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What changed between two ``writes`` counts."""
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
 def plans(sim: Any) -> list[dict[str, Any]]:
     """Every UpgradePlan, oldest first; none while the CRD is not installed."""
     c = sim.world.client

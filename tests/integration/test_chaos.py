@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("harvester_sim")
 
-ROOT = Path(__file__).resolve().parents[2]
+from testkit import ROOT
 
 pytestmark = [pytest.mark.timeout(900)]
 

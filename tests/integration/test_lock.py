@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("harvester_sim")
 
-from conftest import BIN, ROOT  # noqa: E402
+from testkit import BIN, ROOT, ansible_env  # noqa: E402
 
 PLAN_API = "management.harvesterhci.io/v1beta1"
 LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system")
@@ -87,8 +87,7 @@ def test_expired_or_stale_lease_is_taken_over(how: str, simulator: Any, playbook
 def test_concurrent_run_fails_naming_the_holder(simulator: Any, playbook: Any,
                                                 tmp_path: Any) -> None:
     sim = simulator("three-node", speed=200)
-    env = {**os.environ, **sim.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-           "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    env = ansible_env(sim)
     log = tmp_path / "first.log"
     with open(log, "wb") as out:
         first = subprocess.Popen([str(BIN / "ansible-playbook"), "upgrade.yml"], cwd=ROOT,
@@ -145,8 +144,7 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
     import signal
     sim = simulator("three-node", speed=200)
     kubeconfig = sim.env["KUBECONFIG"]
-    env = {**os.environ, **sim.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-           "TMPDIR": str(tmp_path)}
+    env = ansible_env(sim, TMPDIR=str(tmp_path))
     log = open(tmp_path / "run.log", "wb")  # noqa: SIM115
     evars = '{"upgrade_pause_nodes": ["node-1"], "node_upgrade_pause_timeout": 600}'
     play = subprocess.Popen([str(BIN / "ansible-playbook"), "upgrade.yml", "-e", evars],
@@ -206,9 +204,7 @@ PAUSED = '{"upgrade_pause_nodes": ["node-1"], "node_upgrade_pause_timeout": 900}
 def _env(sim: Any, tmp_path: Any, kubeconfig: Any = None, **extra: str) -> dict[str, str]:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    base = sim.env_for(kubeconfig) if kubeconfig is not None else sim.env
-    return {**os.environ, **base, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "TMPDIR": str(tmp), **extra}
+    return ansible_env(sim, kubeconfig=kubeconfig, TMPDIR=str(tmp), **extra)
 
 
 def _start(env: dict[str, str], log: Any, *args: str) -> subprocess.Popen[bytes]:
