@@ -131,6 +131,25 @@ def plans(sim: Any) -> list[dict[str, Any]]:
                   key=lambda p: p["metadata"].get("creationTimestamp", ""))
 
 
+def get_plan(sim: Any, name: str) -> dict[str, Any]:
+    """The UpgradePlan ``name`` (asserts it exists)."""
+    found = sim.world.client.try_get(PLAN_API, "UpgradePlan", name)
+    assert found is not None, f"no UpgradePlan {name}"
+    return dict(found)
+
+
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
+    """The object's status condition of type ``ctype`` ({} when it has none)."""
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if c.get("type") == ctype), {})
+
+
+def event_reasons(sim: Any, name: str) -> list[str]:
+    """The reasons of the Events about the object called ``name``."""
+    return [e.get("reason", "") for e in sim.world.client.list("v1", "Event")
+            if (e.get("involvedObject") or {}).get("name") == name]
+
+
 def only_plan(sim: Any) -> dict[str, Any]:
     """The one UpgradePlan (asserts there is exactly one)."""
     found = plans(sim)
