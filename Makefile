@@ -109,8 +109,8 @@ bench: venv
 chaos: venv
 	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50}
 
-# Every fault kind end to end, the extra ones (not in make test) included.
-# The fault matrix end to end (every fault kind on upgrade.yml): ~3 min (node mode), not in make test.
+# The fault matrix end to end: every fault kind on upgrade.yml, the ones make test leaves out
+# included (docs/resilience.md).
 faults: venv
 	HARVESTER_FAULTS_ALL=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 1800 \
 		tests/integration/test_upgrade_faults.py $(PYTEST_ARGS)

@@ -152,7 +152,7 @@ def test_a_killed_runs_module_stops_instead_of_working_beside_the_next_run(
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         started = time.monotonic()
-        deadline = started + 420   # CI under load: the run reached the pause after ~120 s once
+        deadline = started + 420   # generous: on a loaded machine the pause comes late
         modules: list[str] = []
         ours: list[str] = []
         c = sim.world.client
@@ -257,8 +257,8 @@ def test_a_run_that_cannot_renew_stops_before_its_lease_expires(
     first run's node module waits at a paused node: the run stops on its own once its renew
     deadline (2/3 of the 30 s lease) passed, naming the lock, before its lease expires; a
     second run then watches the lease stay unchanged for 30 s, takes it, and no request of
-    the first follows (the API server's audit log). Today's code stopped renewing after ~15 s
-    of retries and went on waiting and acting with the lease expired."""
+    the first follows (the API server's audit log); a run that stopped renewing but went on
+    waiting and acting with the lease expired fails this."""
     sim = simulator("three-node", speed=200)
     sim.server.audit = []
     sim.server.auth.add_user("first-run", groups=("system:masters",))

@@ -122,7 +122,7 @@ def _os_upgrading(sim: Any, node: str) -> str:
     """The node's OS upgrade runs: its post-drain Job exists (the previous step, or the head
     start at NodeUpgrade's entry, created it) or it waits for its reboot. Not
     ``WaitingReboot`` alone: a node whose Job and reboot ended before its own cycle reached
-    them goes from PostDraining straight to PostDrained (CI, under load)."""
+    them goes from PostDraining straight to PostDrained (on a loaded machine)."""
     state = _state(sim, node)
     if state == "WaitingReboot":
         return state

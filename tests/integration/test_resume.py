@@ -46,8 +46,8 @@ def test_a_cluster_where_another_one_was_before_is_discovered_afresh(
     """kubernetes.core caches discovery in $TMPDIR keyed by server address and OS user: a
     cluster on an address an earlier one used (a tunnel, a recreated cluster; here a simulator
     on a reused port) read the earlier one's discovery, UpgradePlans looked served and
-    creating the plan failed with 404 ("Initialize stopped after 2s" in CI, under the
-    ServiceAccount). upgrade_plan ensure now re-reads discovery first."""
+    creating the plan failed with 404 in Initialize. upgrade_plan ensure re-reads discovery
+    first."""
     import socket
 
     from harvester_sim import testing
