@@ -14,11 +14,11 @@ import re
 import time
 from typing import Any
 
+from harvester_sim.testing import wait_for
 from testkit import PLAN_API, install_plan_crd
 
 PLAN = "hvst-upgrade-test"
 WITNESS = "node-role.harvesterhci.io/witness"
-
 
 
 def _release(sim: Any, version: str) -> dict[str, str]:
@@ -40,14 +40,14 @@ def roll_harvester_chart(sim: Any, rel: dict[str, str], timeout: float = 120.0) 
         cur["spec"]["version"] = rel["harvesterChart"]
         return cur
     c.modify("management.cattle.io/v3", "ManagedChart", "harvester", fn, namespace="fleet-local")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def at_release() -> bool:
         kv = c.try_get("kubevirt.io/v1", "KubeVirt", "kubevirt", namespace="harvester-system")
         st = (kv or {}).get("status") or {}
-        if st.get("observedKubeVirtVersion") == rel["kubevirt"] and st.get("phase") == "Deployed":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"KubeVirt did not reach {rel['kubevirt']}: {st}")
+        return bool(st.get("observedKubeVirtVersion") == rel["kubevirt"]
+                    and st.get("phase") == "Deployed")
+
+    wait_for(at_release, timeout, f"KubeVirt at {rel['kubevirt']}, Deployed", poll=0.05)
 
 
 def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool = True,
