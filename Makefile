@@ -76,9 +76,9 @@ test-integration: venv
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 # Every quality gate `make test` does not run (docs/quality-gates.md): ruff on all Python,
-# mypy (mypy.ini), the import layers (scripts/import_layers.py), ansible-lint (production
-# profile), changelog lint, ansible-test sanity, galaxy-importer and molecule for every role;
-# each timed, all run even if one fails, summary at the end.
+# mypy (mypy.ini, against mypy-baseline.txt), the import layers (scripts/import_layers.py),
+# ansible-lint (production profile), changelog lint, ansible-test sanity, galaxy-importer and
+# molecule for every role; each timed, all run even if one fails, summary at the end.
 # `make lint GATES="ruff sanity"` runs some of them.
 GATES ?=
 lint: venv venv-oldest
