@@ -37,7 +37,7 @@ def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
     assert "tests/sanity/ignore-2.19.txt" in names
     dev = [n for n in names if n.startswith(("tests/unit/", "tests/integration/", "molecule/"))
            or n in ("Makefile", "requirements-dev.txt", "ruff.toml", "mypy.ini",
-                     "mypy-baseline.txt")]
+                    "mypy-baseline.txt", "tests/conftest.py", "tests/testkit.py")]
     assert dev == [], f"developer files in the collection tarball: {dev[:20]}"
 
 
