@@ -76,6 +76,7 @@ test-integration: venv
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 # Every quality gate `make test` does not run (docs/quality-gates.md): ruff on all Python,
+# mypy (mypy.ini, against mypy-baseline.txt), the import layers (scripts/import_layers.py),
 # ansible-lint (production profile), changelog lint, ansible-test sanity, galaxy-importer and
 # molecule for every role; each timed, all run even if one fails, summary at the end.
 # `make lint GATES="ruff sanity"` runs some of them.
@@ -109,8 +110,8 @@ bench: venv
 chaos: venv
 	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50}
 
-# Every fault kind end to end, the extra ones (not in make test) included.
-# The fault matrix end to end (every fault kind on upgrade.yml): ~3 min (node mode), not in make test.
+# The fault matrix end to end: every fault kind on upgrade.yml, the ones make test leaves out
+# included (docs/resilience.md).
 faults: venv
 	HARVESTER_FAULTS_ALL=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 1800 \
 		tests/integration/test_upgrade_faults.py $(PYTEST_ARGS)

@@ -1,9 +1,9 @@
 """Boot a scenario in-process, let it idle, print boot time and the simulator's RSS.
 
-    .venv/bin/python benchmarks/sim_scale.py                  # the issue's two figures
+    .venv/bin/python benchmarks/sim_scale.py                  # the two targets below
     .venv/bin/python benchmarks/sim_scale.py --scenario hundred-node [--speed 60] [--idle 5]
 
-Without ``--scenario`` it runs the simulator issue's acceptance figures, each in a fresh
+Without ``--scenario`` it checks the simulator's two scale targets, each in a fresh
 process: ``three-node`` at speed 1000 must boot in < 2 s (``testing.running`` returned, the
 HTTPS API answers and every node is Ready) and ``hundred-node`` must load and idle with
 < 1.5 GB RSS; it prints each figure with its target (``ok`` / ``MISS``). Nothing asserts:
@@ -37,7 +37,7 @@ import psutil  # noqa: E402
 from harvester_sim import testing  # noqa: E402
 from harvester_sim.scenarios import loader  # noqa: E402
 
-# the simulator issue's targets: (scenario, speed, idle s, figure, limit, unit)
+# the simulator's scale targets: (scenario, speed, idle s, figure, limit, unit)
 TARGETS = [("three-node", 1000.0, 1.0, "ready_s", 2.0, "s"),
            ("hundred-node", 60.0, 5.0, "rss_mb", 1536.0, "MB")]
 

@@ -14,9 +14,8 @@ documented overrides (``SCENARIO_VARS``): five-node-mixed carries a degraded Lon
 ``--extra-vars JSON`` adds variables for every scenario. ``--mode milestone`` kills a few
 seconds after the plan reaches a random phase or node state instead of after a random delay,
 so kills land all along the upgrade whatever its length. The time mode's window (1-15 s by
-default) is sized to a run on this machine (three-node at speed 100 takes ~20 s since the
-modules run in the task's worker; with the earlier 2-40 s window most runs ended before
-their kill).
+default) must close before a run ends, or the kill comes after it and tests nothing: it is
+sized to a run's length on the development machine (docs/resilience.md).
 """
 
 from __future__ import annotations

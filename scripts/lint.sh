@@ -2,8 +2,8 @@
 # `make lint`: every quality gate `make test` does not run, one after the other, each timed
 # (docs/quality-gates.md). A failing gate does not stop the others; the summary at the end
 # lists each gate's result and duration, and the exit status is non-zero if any failed.
-#   bash scripts/lint.sh [gate...]    gates: ruff ansible-lint changelog sanity sanity-oldest
-#                                     upgrade-oldest importer molecule
+#   bash scripts/lint.sh [gate...]    gates: ruff mypy imports ansible-lint changelog sanity
+#                                     sanity-oldest upgrade-oldest importer molecule
 # sanity and the rest run on the newest supported ansible-core (the project venv);
 # sanity-oldest and upgrade-oldest on the oldest (OLDEST_BIN, made by `make venv-oldest`):
 # ansible-test sanity, and `make upgrade` with that ansible-playbook (docs/support-matrix.md).
@@ -16,8 +16,8 @@ cd "$ROOT"
 export PATH="$BIN:$PATH"
 OLDEST_BIN="${OLDEST_BIN:-}"
 gates=("$@")
-[[ ${#gates[@]} -eq 0 ]] && gates=(ruff ansible-lint changelog sanity sanity-oldest upgrade-oldest
-                                   importer molecule)
+[[ ${#gates[@]} -eq 0 ]] && gates=(ruff mypy imports ansible-lint changelog sanity sanity-oldest
+                                   upgrade-oldest importer molecule)
 
 need_oldest() {
   [[ -n "$OLDEST_BIN" && -x "$OLDEST_BIN/ansible-test" ]] && return 0
@@ -28,6 +28,8 @@ need_oldest() {
 run_gate() {
   case "$1" in
     ruff) "$BIN/ruff" check . ;;
+    mypy) "$BIN/python" scripts/mypy_gate.py ;;
+    imports) "$BIN/python" scripts/import_layers.py ;;
     ansible-lint) bash scripts/ansible_lint.sh ;;
     changelog) bash scripts/changelog.sh lint ;;
     sanity) bash scripts/sanity.sh ;;

@@ -9,7 +9,8 @@
 #   otherwise only see files tracked by git.
 # - `--local --python 3.11`: runs with the venv's interpreter; ansible-test still creates
 #   one small virtualenv per sanity test (cached in ~/.ansible/test/venv, pins from
-#   ansible-test itself, installed from the package index the first time: ~3 min, then ~1 min).
+#   ansible-test itself, installed from the package index the first time; durations in
+#   docs/quality-gates.md).
 # - ansible-test bootstraps pip in those virtualenvs with a script it downloads from a host
 #   that is not a package index; scripts/ansible_test_get_pip.py stands in for it.
 # - ANSIBLE_TEST_BIN=DIR runs the ansible-test of another ansible-core (the oldest supported

@@ -4,19 +4,20 @@ test output or run artifacts)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from testkit import BIN, ROOT
+
 FORBIDDEN_PREFIXES = ("simulator/", ".venv/", "tests/output/", "out/", "ansible_collections/",
-                      "build/", ".git/", "benchmarks/", "scripts/", ".pytest_cache/")
+                      "build/", ".git/", "benchmarks/", "scripts/", ".pytest_cache/",
+                      ".mypy_cache/", ".config/")
 
 
 def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
-    galaxy = Path(sys.executable).parent / "ansible-galaxy"
+    galaxy = BIN / "ansible-galaxy"
     res = subprocess.run([str(galaxy), "collection", "build", "--force", "--output-path",
                           str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300,
                          check=False)
@@ -35,7 +36,8 @@ def test_galaxy_build_excludes_simulator_and_artifacts(tmp_path: Path) -> None:
     assert "LICENSE" in names
     assert "tests/sanity/ignore-2.19.txt" in names
     dev = [n for n in names if n.startswith(("tests/unit/", "tests/integration/", "molecule/"))
-           or n in ("Makefile", "requirements-dev.txt", "ruff.toml")]
+           or n in ("Makefile", "requirements-dev.txt", "ruff.toml", "mypy.ini",
+                    "mypy-baseline.txt", "tests/conftest.py", "tests/testkit.py")]
     assert dev == [], f"developer files in the collection tarball: {dev[:20]}"
 
 

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -21,8 +20,8 @@ from unittest import mock
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+from testkit import BIN, ROOT
+
 MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")
                  if p.stem != "__init__")
 
@@ -55,18 +54,8 @@ def tool(name: str) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def collection_link() -> None:
-    """ansible finds harvester.upgrade through ansible_collections/harvester/upgrade -> ../..
-    (created by `make venv`); create it when a test runs outside make."""
-    link = ROOT / "ansible_collections" / "harvester" / "upgrade"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path("..") / "..")
-
-
 @pytest.fixture(scope="module")
-def module_docs(collection_link: None) -> dict[str, Any]:
+def module_docs() -> dict[str, Any]:
     """``ansible-doc --json`` of every module, keyed by FQCN."""
     assert MODULES, "no modules in plugins/modules"
     names = [f"harvester.upgrade.{m}" for m in MODULES]
@@ -87,8 +76,6 @@ def module_argument_spec(module: str) -> dict[str, Any]:
     def capture(self: Any, argument_spec: dict[str, Any], *args: Any, **kw: Any) -> None:
         raise _SpecCaptured(argument_spec)
 
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     code = importlib.import_module(
         f"ansible_collections.harvester.upgrade.plugins.modules.{module}")
     with mock.patch.object(basic.AnsibleModule, "__init__", capture):
@@ -250,12 +237,17 @@ def test_molecule_scenario_for_every_role() -> None:
     """`make molecule` (run by `make lint`) covers every role: molecule/<role>/ converges it
     against a simulated cluster and verifies through the API (docs/quality-gates.md)."""
     roles = {p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()}
+    # the settings every scenario shares: molecule's base config, merged under each molecule.yml
+    base = yaml.safe_load((ROOT / ".config" / "molecule" / "config.yml").read_text())
+    assert base["provisioner"]["playbooks"] == {"create": "../shared/create.yml",
+                                                "destroy": "../shared/destroy.yml"}
     for role in sorted(roles):
         scenario = ROOT / "molecule" / role
         for name in ("molecule.yml", "converge.yml", "verify.yml"):
             assert (scenario / name).is_file(), f"molecule/{role}/{name} missing"
-        conf = yaml.safe_load((scenario / "molecule.yml").read_text())
-        assert conf["provisioner"]["playbooks"]["create"] == "../shared/create.yml", role
+        own = yaml.safe_load((scenario / "molecule.yml").read_text()) or {}
+        playbooks = (own.get("provisioner") or {}).get("playbooks") or {}
+        assert "create" not in playbooks and "destroy" not in playbooks, role
         assert f"harvester.upgrade.{role}" in (scenario / "converge.yml").read_text() or (
             role == "node_upgrade" and "playbooks/node_upgrade.yml" in
             (scenario / "converge.yml").read_text()), role

@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from testkit import ROOT
 
 
 def test_upgrade_paths_table_matches_the_catalog() -> None:

@@ -281,6 +281,7 @@ last_seen:
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    cycle_kube,
     node_cycle,
     node_module,
 )
@@ -325,7 +326,7 @@ def main() -> None:
     def extra(kube: Kube | None, writer: PlanWriter | None) -> dict[str, Any]:
         out: dict[str, Any] = {"node": p["node"], "steps": cycle.steps,
                                "summary": cycle.summary() if cycle.steps else []}
-        if isinstance(kube, node_cycle.CycleKube):
+        if isinstance(kube, cycle_kube.CycleKube):
             out["api"] = dict(kube.stats)
         if writer is not None:
             out["plan"], out["events"] = writer.name, writer.events
@@ -335,12 +336,12 @@ def main() -> None:
         try:
             result = node_cycle.run_cycle(kube, writer, params, cycle)  # type: ignore[arg-type]
         finally:
-            if isinstance(kube, node_cycle.CycleKube):
+            if isinstance(kube, cycle_kube.CycleKube):
                 kube.close()
         result["changed"] = cycle.changed
         return result
 
-    node_module.run(module, step, skip_without_plan=True, client=node_cycle.CycleKube,
+    node_module.run(module, step, skip_without_plan=True, client=cycle_kube.CycleKube,
                     extra=extra, no_plan_fields={"done": False, "paused": False,
                                                  "passed": False})
 

@@ -168,8 +168,8 @@ status:
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    cycle_kube,
     errors,
-    node_cycle,
     node_gate,
     node_head_start,
     node_module,
@@ -196,7 +196,7 @@ def main() -> None:
     head_start = p["step"] == "enter" and p["head_start"] and not module.check_mode
 
     def step(kube, writer):  # type: ignore[no-untyped-def]
-        if head_start and isinstance(kube, node_cycle.CycleKube):
+        if head_start and isinstance(kube, cycle_kube.CycleKube):
             # the head start reads the whole cluster several times (facts, gate, evacuation
             # plan, Longhorn): each set listed once, side by side, then followed by a watch
             kube.prefetch(wait=False)
@@ -231,7 +231,7 @@ def main() -> None:
         return node_phase.finish_phase(kube, writer, p["timeout"])
 
     node_module.run(module, step, skip_without_plan=True,
-                    client=node_cycle.CycleKube if head_start else node_module.Kube)
+                    client=cycle_kube.CycleKube if head_start else node_module.Kube)
 
 
 if __name__ == "__main__":

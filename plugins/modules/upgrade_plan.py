@@ -435,7 +435,7 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     # keyed by server address and OS user only, so it may describe another cluster that was
     # at this address before (a tunnel, a recreated cluster, a simulator on a reused port), or
     # this one before a CRD was removed: UpgradePlans would look served and creating one fail
-    # with 404 (seen in CI: Initialize failed after 2 s under the ServiceAccount).
+    # with 404 (tests/integration/test_resume.py).
     kube.invalidate()
     try:   # validate before writing anything (no CRD install on a non-Harvester cluster)
         running = plan_input.harvester_cluster(kube)

@@ -16,16 +16,20 @@ the ServiceAccount may do is up to the RBAC objects in the cluster (the admin ku
 
 Scenario: a built-in name or YAML path (``harvester_sim.scenarios.loader.load``), a dict, or
 ``"empty:N"`` (an empty cluster with N nodes).
+
+``wait_for(check, timeout, what)`` polls until ``check()`` returns something truthy: the one
+way tests wait for the simulated cluster to reach a state.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .api.server import ApiServer
 from .world import World, _optional
@@ -159,3 +163,29 @@ def running(scenario: str | dict[str, Any] | None = "empty:3", speed: float | No
         if server is not None:
             server.stop()
         world.stop()
+
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "", *,
+             ignore: tuple[type[Exception], ...] = (), poll: float = 0.02) -> T:
+    """Call ``check`` every ``poll`` seconds until it returns something truthy, and return
+    that. After ``timeout`` (real) seconds: ``AssertionError`` naming ``what`` and the last
+    answer. An exception of a type in ``ignore`` counts as a falsy answer (e.g. ``ApiError``
+    while the object does not exist yet); any other propagates at once."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except ignore as exc:   # an empty tuple catches nothing
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for "
+                                 f"{what or getattr(check, '__name__', 'condition')} "
+                                 f"(last: {last!r})")
+        time.sleep(poll)

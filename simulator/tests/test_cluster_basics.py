@@ -11,34 +11,24 @@ simulated time only.
 from __future__ import annotations
 
 import base64
+import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from harvester_sim import report
+from harvester_sim import report, testing
 from harvester_sim.api.errors import ApiError
 from harvester_sim.programs import cluster_net
 from harvester_sim.programs.base import REGISTRY, ProgramContext
 from harvester_sim.scenarios.loader import load
 from harvester_sim.world import World
 
+# an ApiError (an object not there yet) counts as "not yet" in this file's waits
+wait_for = functools.partial(testing.wait_for, ignore=(ApiError,))
+
 NS = "harvester-system"
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except ApiError:
-            last = None
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture

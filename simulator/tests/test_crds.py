@@ -5,7 +5,6 @@ cluster's set follows its release through the chart upgrade."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from harvester_sim import crds, testing
 from harvester_sim.controllers._upgrade_util import switch_crds
 from harvester_sim.releases.catalog import CATALOG, get_release
+from harvester_sim.testing import wait_for
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -144,15 +144,6 @@ def test_toolkit_crds_are_the_pinned_commit() -> None:
         assert "5ac1bbe35a6b4f61247aa09162cc6a9099dddd4f" in crds.source_of(d)
 
 
-def _wait(fn: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if fn():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _source(world: Any, name: str) -> str:
     crd = world.client.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
     return crds.source_of(crd or {})
@@ -176,12 +167,13 @@ def test_crd_set_switches_at_the_chart_upgrade(target: str) -> None:
             c.modify("management.cattle.io/v3", "ManagedChart", name, fn, "fleet-local")
 
         bump("harvester-crd")
-        _wait(lambda: "@v1.6.0" in _source(world, "versions.harvesterhci.io"),
-              what="harvesterhci.io CRDs of v1.6.0")
+        wait_for(lambda: "@v1.6.0" in _source(world, "versions.harvesterhci.io"),
+                 what="harvesterhci.io CRDs of v1.6.0")
         assert "@v1.4.0" in _source(world, "virtualmachineinstancemigrations.kubevirt.io")
         bump("harvester")
-        _wait(lambda: "@v1.5.2" in _source(world, "virtualmachineinstancemigrations.kubevirt.io"),
-              what="KubeVirt CRDs of v1.6.0")
+        kubevirt_crd = "virtualmachineinstancemigrations.kubevirt.io"
+        wait_for(lambda: "@v1.5.2" in _source(world, kubevirt_crd),
+                 what="KubeVirt CRDs of v1.6.0")
         assert "@v1.9.1" in _source(world, "volumes.longhorn.io")
         assert world.extras["crd_components"]["kubevirt"] == "kubevirt/v1.5.2.json"
         # Rancher's CRDs stay until Rancher itself is upgraded

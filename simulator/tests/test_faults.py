@@ -32,21 +32,12 @@ import pytest
 from harvester_sim import testing
 from harvester_sim.faults import CONTEXT_KEYS, Faults
 from harvester_sim.scenarios import loader
+from harvester_sim.testing import wait_for
 
 SPEED = 300.0
 TOOLKIT = "rancher/harvester-upgrade-toolkit:v1.6.0"
 KV = "/apis/kubevirt.io/v1/namespaces/default"
 LH = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system"
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from harvester_sim import crds
 from harvester_sim.controllers import harvester_images, volumes
 from harvester_sim.scenarios import objects
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 API = "harvesterhci.io/v1beta1"
@@ -72,16 +72,6 @@ def world() -> Iterator[World]:
     yield w
     w.stop()
     assert not w.runtime.errors, w.runtime.errors[0]
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise AssertionError("timed out")
 
 
 def image(name: str, url: str, checksum: str = "", retry: int = 3) -> dict[str, Any]:

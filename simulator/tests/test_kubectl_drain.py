@@ -7,28 +7,17 @@ for a Plan with ``drain: {force: true, timeout: ...}``. The simulated SUC is lef
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from harvester_sim.programs import kubectl
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 SPEED = 400.0
 NS = "cattle-system"
 IMAGE = "rancher/kubectl:v1.33.1"
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or pred}")
 
 
 @pytest.fixture

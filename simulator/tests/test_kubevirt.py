@@ -17,6 +17,7 @@ from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import kubevirt
 from harvester_sim.controllers import podutil as pu
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 API = "kubevirt.io/v1"
@@ -39,16 +40,6 @@ def make_node(world: World, name: str, labels: dict[str, str] | None = None,
         "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                    "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "200"}},
     })
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

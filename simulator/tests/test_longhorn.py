@@ -14,21 +14,12 @@ import harvester_sim
 from harvester_sim import crds
 from harvester_sim.api.errors import ApiError
 from harvester_sim.controllers import longhorn
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 CRD_DIR = Path(harvester_sim.__file__).parent / "crds"
 API = "longhorn.io/v1beta2"
 NS = "longhorn-system"
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

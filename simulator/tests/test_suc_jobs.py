@@ -7,29 +7,19 @@ The Plan shapes are those harvester/upgrade-toolkit 5ac1bbe creates
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from harvester_sim.controllers import suc
 from harvester_sim.programs import kubectl
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 SPEED = 400.0
 NS = "cattle-system"
 RKE2_TARGET = "v1.33.3-rke2r1"
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or pred}")
 
 
 def k8s_plan(name: str = "up-node-upgrade-k8s", node_value: str = "k8s",

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
 SPEED = 400.0
 PLAN_API = "management.harvesterhci.io/v1beta1"
 TOOLKIT = "rancher/harvester-upgrade-toolkit:v1.6.0"
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or pred}")
 
 
 def make_world(name: str = "three-node", speed: float = SPEED, **over: Any) -> World:

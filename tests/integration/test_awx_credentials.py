@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,8 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from testkit import BIN, ROOT
 
 
 class _AnsibleYamlLoader(yaml.SafeLoader):

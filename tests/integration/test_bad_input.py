@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from testkit import PLAN_API, install_plan_crd
 
 pytest.importorskip("harvester_sim")
 
@@ -33,7 +34,6 @@ from harvester_sim import testing  # noqa: E402
 # field managers: the collection's modules, and the kubernetes Python client's default
 AGENT = ("harvester-upgrade", "OpenAPI-Generator")
 PREFLIGHT = {"upgrade_what_if": False}
-PLAN_API = "management.harvesterhci.io/v1beta1"
 
 pytestmark = [pytest.mark.timeout(900)]
 
@@ -232,17 +232,7 @@ def test_plan_of_another_cluster(sim: Any, playbook: Any) -> None:
     uid = c.get("v1", "Namespace", "kube-system")["metadata"]["uid"]
     other = "00000000-0000-4000-8000-000000000000"
     assert uid != other
-    if c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                 "upgradeplans.management.harvesterhci.io") is None:
-        from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import crd
-
-        c.create(crd.definition())
-        deadline = time.monotonic() + 30
-        while c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                        "upgradeplans.management.harvesterhci.io") is None or \
-                sim.world.store.registry.by_kind(PLAN_API, "UpgradePlan") is None:
-            assert time.monotonic() < deadline, "UpgradePlan CRD not served"
-            time.sleep(0.05)
+    install_plan_crd(sim)
     c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan",
               "metadata": {"name": "from-elsewhere", "annotations": {
                   "harvester-upgrade.harvesterhci.io/cluster-uid": other}},

@@ -2,8 +2,9 @@
 check the upgrade still ends well (``scripts/chaos.py``: plan Succeeded, every node rebooted
 exactly once, zero invariant violations, no leftovers). Fixed seed, so a failure replays
 with ``scripts/chaos.py --runs 2 --max-kills 1 --scenarios three-node --speed 200
---seed 20260 --kill-min 1 --kill-max 8``. A three-node run at speed 200 takes ~12 s on a
-quiet 2-core machine, so the window is well inside it; the test asserts a kill landed."""
+--seed 20260 --kill-min 1 --kill-max 8``. The kill window must close before a run ends:
+the test asserts a kill landed, so a run that ends first fails it instead of passing
+untested."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 pytest.importorskip("harvester_sim")
 
-ROOT = Path(__file__).resolve().parents[2]
+from testkit import ROOT
 
 pytestmark = [pytest.mark.timeout(900)]
 

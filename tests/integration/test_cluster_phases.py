@@ -23,9 +23,6 @@ clients only), objects with ``sim.world.store``.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,38 +32,23 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import (
+    PLAN_API,
+    PLAN_LABEL,
+    PlaybookResult,
+    delta,
+    kubectl,
+    plans,
+    run_playbook,
+    writes,
+)
+
 harvester_sim = pytest.importorskip("harvester_sim")
-
-
-def _integration_conftest() -> Any:
-    """This directory's conftest by path: ``import conftest`` would find simulator/tests'
-    one when both suites run in one session (``make test``)."""
-    import importlib.util
-    import sys
-
-    name = "harvester_integration_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(
-            "conftest.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_conftest = _integration_conftest()
-BIN: Path = _conftest.BIN
-PlaybookResult = _conftest.PlaybookResult
-run_playbook = _conftest.run_playbook
 
 pytestmark = [pytest.mark.timeout(900)]
 
 SPEED = 200
-PLAN_API = "management.harvesterhci.io/v1beta1"
 TOOLKIT_TAG = "main-head"          # seed 001's spec.upgrade
-WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
-LABEL_PLAN = "management.harvesterhci.io/upgrade-plan"
 
 # --- upgrade-toolkit's example (seed 001), up to ClusterUpgraded --------------------------------
 EXPECTED_PHASES = [
@@ -94,25 +76,6 @@ CLUSTER_PHASES = ["ISODownload", "RepoCreate", "MetadataPopulate", "ImagePreload
 # helpers
 # ---------------------------------------------------------------------------------------------
 
-def writes(sim: Any) -> dict[str, int]:
-    """Write requests of external clients so far, by ``verb resource``."""
-    return {k: v for k, v in sim.stats()["by_verb_resource"].items()
-            if k.split(" ", 1)[0] in WRITE_VERBS}
-
-
-def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-
-
-def plans(sim: Any) -> list[dict[str, Any]]:
-    c = sim.world.client
-    if c.try_get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                 "upgradeplans.management.harvesterhci.io") is None:
-        return []
-    return sorted(c.list(PLAN_API, "UpgradePlan"),
-                  key=lambda p: p["metadata"].get("creationTimestamp", ""))
-
-
 def plan_events(sim: Any, plan: str) -> list[dict[str, Any]]:
     evs = [e for e in sim.world.client.list("v1", "Event")
            if (e.get("involvedObject") or {}).get("kind") == "UpgradePlan"
@@ -133,7 +96,7 @@ def upgrade_objects(sim: Any) -> list[str]:
     for api, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap")):
         found += [f"{kind} {o['metadata'].get('namespace')}/{o['metadata']['name']}"
                   for o in c.list(api, kind, "harvester-system")
-                  if LABEL_PLAN in (o["metadata"].get("labels") or {})
+                  if PLAN_LABEL in (o["metadata"].get("labels") or {})
                   or o["metadata"]["name"].startswith("hvst-upgrade-")]
     return found
 
@@ -141,13 +104,6 @@ def upgrade_objects(sim: Any) -> list[str]:
 def release_metadata(sim: Any, version: str) -> dict[str, str]:
     rel = sim.world.extras["releases"].get(version)
     return {k: str(v) for k, v in rel.release_metadata().items() if k in SEED_RELEASE_KEYS}
-
-
-def kubectl(sim: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("kubectl", path=f"{BIN}:{os.environ.get('PATH', '')}")
-    assert exe, "kubectl not on PATH"
-    return subprocess.run([exe, *args], env={**os.environ, **sim.env}, capture_output=True,
-                          text=True, timeout=60, check=False)
 
 
 def scenario_file(tmp: Path, name: str, body: dict[str, Any]) -> str:
@@ -508,7 +464,7 @@ def test_finalize_cleans_up_like_the_toolkit(journey: Journey) -> None:
                           ("upgrade.cattle.io/v1", "Plan", None), ("batch/v1", "Job", None)):
         labelled += [f"{kind} {o['metadata'].get('namespace')}/{o['metadata']['name']}"
                      for o in c.list(api, kind, ns)
-                     if (o["metadata"].get("labels") or {}).get(LABEL_PLAN) == name]
+                     if (o["metadata"].get("labels") or {}).get(PLAN_LABEL) == name]
     assert labelled == [], f"left behind by Finalize: {labelled}"
     for node in c.list("v1", "Node"):
         assert "management.harvesterhci.io/pendingOSImage" not in (

@@ -1,8 +1,8 @@
 """--limit: a limit that leaves out localhost is refused before anything is done.
 
 The cluster phases, NodeUpgrade's entry and finish and the release of the upgrade lock run
-on localhost; a limit to nodes alone used to skip those plays silently and leave the lock held
-until its lease expired (playbooks/limit_check.yml). A limit that keeps localhost
+on localhost; a limit to nodes alone would skip those plays silently and leave the lock held
+until its lease expired, so playbooks/limit_check.yml refuses it. A limit that keeps localhost
 (``--limit 'localhost,<node>'``) runs.
 """
 

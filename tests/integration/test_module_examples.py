@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -52,11 +51,12 @@ import yaml
 
 harvester_sim = pytest.importorskip("harvester_sim")
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from node_setup import at_cluster_upgraded  # noqa: E402
+
+from testkit import BIN, PLAN_API, ROOT, ansible_env  # noqa: E402
+
 MODULE_DIR = ROOT / "plugins" / "modules"
 INVENTORY_PLUGIN = ROOT / "plugins" / "inventory" / "nodes.py"
-PLAN_API = "management.harvesterhci.io/v1beta1"
 PLAN = "hvst-upgrade-abcde"        # the examples' plan name; the runs create their plan so
 SPEED = float(os.environ.get("EXAMPLES_TEST_SPEED", "1000"))
 COLLECTION = "harvester.upgrade."
@@ -278,13 +278,7 @@ class Run:
 
 
 def _env(sim: Any) -> dict[str, str]:
-    link = ROOT / "ansible_collections" / "harvester" / "upgrade"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path("..") / "..")
-    env = {**os.environ, **sim.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-           "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_FORCE_COLOR": "0"}
+    env = ansible_env(sim, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env.pop("KUBECONFIG", None)       # K8S_AUTH_KUBECONFIG only, as the docs say
     return env
 
@@ -337,35 +331,16 @@ def do_cluster(run: Run, tmp: Path) -> None:
 
 def do_nodes(run: Run, tmp: Path) -> None:
     from harvester_sim import testing
-    helpers = _node_upgrade_tests()
     with testing.running("three-node", speed=SPEED) as sim:
-        helpers.PLAN = PLAN            # at_cluster_upgraded names its plan after this
-        helpers.at_cluster_upgraded(sim)
+        at_cluster_upgraded(sim, plan=PLAN)
         _playbook(run, "nodes", node_playbook(), sim, tmp)
         run.facts["plan"] = _plan(sim)
 
 
-def _node_upgrade_tests() -> Any:
-    """test_node_upgrade.py by path (its ``at_cluster_upgraded`` sets a cluster up as
-    ClusterUpgrade leaves it, without running the cluster phases)."""
-    import importlib.util
-    name = "harvester_node_upgrade_tests"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("test_node_upgrade.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def do_single(run: Run, tmp: Path) -> None:
     from harvester_sim import testing
-    helpers = _node_upgrade_tests()
     with testing.running("single-node", speed=SPEED) as sim:
-        helpers.PLAN = PLAN
-        helpers.at_cluster_upgraded(sim, single=True)
+        at_cluster_upgraded(sim, single=True, plan=PLAN)
         _playbook(run, "single", single_playbook(), sim, tmp)
         run.facts["plan"] = _plan(sim)
 

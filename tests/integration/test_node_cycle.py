@@ -13,47 +13,27 @@ module call per node; ``steps``: one task per step).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 harvester_sim = pytest.importorskip("harvester_sim")
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+import node_setup as nu  # noqa: E402
+
+from testkit import BIN, ROOT, ansible_env, only_plan, plans, run_playbook  # noqa: E402
+
 SPEED = float(os.environ.get("NODE_CYCLE_TEST_SPEED", "200"))
 MODE = {"node_upgrade_mode": "node"}
 PLAN_API = "management.harvesterhci.io/v1beta1"
 
 pytestmark = [pytest.mark.timeout(600)]
-
-
-def _load(name: str, file: str) -> Any:
-    """A sibling module by path (``import conftest`` may find another suite's)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / file)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_conftest = _load("harvester_integration_conftest", "conftest.py")
-nu = _load("harvester_integration_node_upgrade", "test_node_upgrade.py")
-
-
-def _plans(sim: Any) -> list[dict[str, Any]]:
-    return sim.world.client.list(PLAN_API, "UpgradePlan")  # type: ignore[no-any-return]
 
 
 def _reboots(report: dict[str, Any]) -> dict[str, int]:
@@ -83,12 +63,10 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     from harvester_sim import report as rep
     sim = simulator("three-node", speed=SPEED)
     start, running, order = _snapshot(sim)
-    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars={"node_upgrade_mode": mode},
-                                 timeout=500)
+    res = run_playbook(sim, "upgrade.yml", extra_vars={"node_upgrade_mode": mode},
+                       timeout=500)
     assert res.rc == 0, res
-    plans = _plans(sim)
-    assert len(plans) == 1, plans
-    plan = plans[0]
+    plan = only_plan(sim)
     assert plan["status"]["currentPhase"] == "Succeeded", res
     report = rep.build(sim.world)
     assert report["invariant_violations"] == [], report["invariant_violations"]
@@ -144,7 +122,7 @@ def _os_upgrading(sim: Any, node: str) -> str:
     """The node's OS upgrade runs: its post-drain Job exists (the previous step, or the head
     start at NodeUpgrade's entry, created it) or it waits for its reboot. Not
     ``WaitingReboot`` alone: a node whose Job and reboot ended before its own cycle reached
-    them goes from PostDraining straight to PostDrained (CI, under load)."""
+    them goes from PostDraining straight to PostDrained (on a loaded machine)."""
     state = _state(sim, node)
     if state == "WaitingReboot":
         return state
@@ -177,9 +155,8 @@ def test_killed_mid_node_resumes_without_redoing(simulator: Any, kill_at: str) -
     start, running, order = _snapshot(sim)
     nu.at_cluster_upgraded(sim)
     first = order[0]
-    env = dict(os.environ, **sim.env, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-               PATH=f"{_conftest.BIN}:{os.environ.get('PATH', '')}")
-    cmd = [str(_conftest.BIN / "ansible-playbook"), "playbooks/node_upgrade.yml",
+    env = ansible_env(sim)
+    cmd = [str(BIN / "ansible-playbook"), "playbooks/node_upgrade.yml",
            "-e", json.dumps(MODE)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -200,10 +177,10 @@ def test_killed_mid_node_resumes_without_redoing(simulator: Any, kill_at: str) -
             os.killpg(proc.pid, signal.SIGKILL)
         out1 = proc.communicate(timeout=30)[0].decode(errors="replace")
     assert killed_at, out1[-4000:]
-    res = _conftest.run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
-                                 timeout=400)
+    res = run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
+                       timeout=400)
     assert res.rc == 0, res
-    plan = _plans(sim)[0]
+    plan = plans(sim)[0]
     assert plan["status"]["currentPhase"] == "NodeUpgraded", res
     assert {n: s["state"] for n, s in plan["status"]["nodeUpgradeStatuses"].items()} == {
         n: "PostDrained" for n in order}
@@ -232,11 +209,11 @@ def test_last_nodes_vms_boot_during_image_cleanup_and_finalize_awaits_them(
     goes, RestoreVMCompleted names that node, and they run."""
     sim = simulator("three-node", speed=SPEED)
     _start, running, order = _snapshot(sim)
-    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400,
-                                 skip_tags="node_upgrade,image_cleanup,finalize")
+    res = run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400,
+                       skip_tags="node_upgrade,image_cleanup,finalize")
     assert res.rc == 0, res
-    res = _conftest.run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
-                                 timeout=400)
+    res = run_playbook(sim, "playbooks/node_upgrade.yml", extra_vars=MODE,
+                       timeout=400)
     assert res.rc == 0, res
     c = sim.world.client
     stopped = {str(e["vm"]) for e in sim.world.timeline.snapshot()   # "ns/name"
@@ -247,9 +224,9 @@ def test_last_nodes_vms_boot_during_image_cleanup_and_finalize_awaits_them(
         for v in c.list("kubevirt.io/v1", "VirtualMachine")}
     assert {k: n for k, n in marked.items() if n} == {k: order[-1] for k in stopped}, marked
     assert "they boot while ImageCleanup runs" in " ".join(res.output.split()), res
-    res = _conftest.run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400)
+    res = run_playbook(sim, "upgrade.yml", extra_vars=MODE, timeout=400)
     assert res.rc == 0, res
-    assert _plans(sim)[0]["status"]["currentPhase"] == "Succeeded", res
+    assert plans(sim)[0]["status"]["currentPhase"] == "Succeeded", res
     assert not any((v["metadata"].get("annotations") or {}).get(RESTORING)
                    for v in c.list("kubevirt.io/v1", "VirtualMachine"))
     evs = [e["message"] for e in c.list("v1", "Event") if e.get("reason") == "RestoreVMCompleted"]

@@ -5,28 +5,19 @@ role's argument spec rejects a bad knob before any task runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from testkit import BIN, ROOT, ansible_env
+
 NODE_MODULES = ["node_gate", "node_info", "drain_hook_ack", "vm_evacuate", "node_job",
                 "vm_restore"]
 
 
-def _env() -> dict[str, str]:
-    link = ROOT / "ansible_collections" / "harvester" / "upgrade"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to("../..")
-    return {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "ANSIBLE_FORCE_COLOR": "0"}
-
-
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / cmd[0]), *cmd[1:]], cwd=ROOT, env=_env(),
+    return subprocess.run([str(BIN / cmd[0]), *cmd[1:]], cwd=ROOT,
+                          env=ansible_env(ANSIBLE_FORCE_COLOR="0"),
                           capture_output=True, text=True, timeout=300, check=False)
 
 

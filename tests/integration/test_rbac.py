@@ -12,15 +12,15 @@ import copy
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from testkit import ROOT, owned
+
 pytest.importorskip("harvester_sim")
 
-ROOT = Path(__file__).resolve().parents[2]
 RBAC_YAML = ROOT / "deploy" / "rbac.yaml"
 SA = "harvester-system/harvester-upgrade"
 PLAN_API = "management.harvesterhci.io/v1beta1"
@@ -209,23 +209,8 @@ def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
 
 
 LEASE = ("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system")
-LABEL = "management.harvesterhci.io/upgrade-plan"
 LH_SETTING = ("longhorn.io/v1beta2", "Setting", "replica-replenishment-wait-interval",
               "longhorn-system")
-
-
-def _owned(sim: Any, plan: str) -> list[str]:
-    """The plan's objects the abort must delete."""
-    c = sim.world.client
-    out = []
-    for av, kind, ns in [("apps/v1", "Deployment", "harvester-system"),
-                         ("v1", "Service", "harvester-system"),
-                         ("harvesterhci.io/v1beta1", "VirtualMachineImage", "harvester-system"),
-                         ("upgrade.cattle.io/v1", "Plan", "cattle-system"),
-                         ("batch/v1", "Job", "harvester-system")]:
-        out += [f"{kind}/{o['metadata']['name']}" for o in c.list(av, kind, ns)
-                if (o["metadata"].get("labels") or {}).get(LABEL) == plan]
-    return out
 
 
 def _no_403(sim: Any) -> None:
@@ -252,12 +237,12 @@ def test_abort_under_the_service_account(simulator: Any, playbook: Any) -> None:
     res = playbook(sim, tags=CLUSTER_PHASES, env=env, timeout=600)
     assert res.rc == 0, str(res)
     name = sim.world.client.try_list(PLAN_API, "UpgradePlan")[0]["metadata"]["name"]
-    assert _owned(sim, name), "the repo, ISO and preload plan should exist before the abort"
+    assert owned(sim, name), "the repo, ISO and preload plan should exist before the abort"
     res = playbook(sim, extra_vars={"upgrade_abort": True}, env=env, timeout=300)
     assert res.rc == 0, str(res)
     _no_403(sim)
     _aborted(sim)
-    assert _owned(sim, name) == []
+    assert owned(sim, name) == []
     assert sim.world.client.try_get(*LEASE) is None
 
 
@@ -297,7 +282,7 @@ def test_failed_node_and_abort_under_the_service_account(simulator: Any,
     # a Failed plan is cleaned up and keeps its verdict
     plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1 and plans[0]["status"]["currentPhase"] == "Failed"
-    assert _owned(sim, plans[0]["metadata"]["name"]) == []
+    assert owned(sim, plans[0]["metadata"]["name"]) == []
     assert (sim.world.client.get(*LH_SETTING) or {}).get("value") == before
     cluster = sim.world.client.get("provisioning.cattle.io/v1", "Cluster", "local",
                                    "fleet-local")

@@ -16,10 +16,8 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
 import socket
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,47 +29,21 @@ import yaml
 
 harvester_sim = pytest.importorskip("harvester_sim")
 
+import node_setup as _nodes  # noqa: E402
+
+from testkit import PLAN_API, plans, run_playbook, writes  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 SPEED = 1000
-PLAN_API = "management.harvesterhci.io/v1beta1"
 LH = ("longhorn.io/v1beta2", "Setting")
 REPLENISH = "replica-replenishment-wait-interval"
 ANN_SAVED = "management.harvesterhci.io/replica-replenishment-wait-interval"
-WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 pytestmark = [pytest.mark.timeout(900)]
 
 
-def _by_path(name: str, file: str) -> Any:
-    """A sibling module by path (``import conftest`` could find simulator/tests' one)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / file)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_conftest = _by_path("harvester_integration_conftest", "conftest.py")
-run_playbook = _conftest.run_playbook
-_nodes = _by_path("harvester_integration_node_upgrade", "test_node_upgrade.py")
-
-
-def writes(sim: Any) -> dict[str, int]:
-    return {k: v for k, v in sim.stats()["by_verb_resource"].items()
-            if k.split(" ", 1)[0] in WRITE_VERBS}
-
-
 def replenish(sim: Any) -> str:
     return str(sim.world.client.get(*LH, REPLENISH, "longhorn-system")["value"])
-
-
-def plans(sim: Any) -> list[dict[str, Any]]:
-    try:
-        return list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    except Exception:  # noqa: BLE001 - CRD not installed yet
-        return []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,9 +23,12 @@ from typing import Any
 
 import pytest
 
+from testkit import only_plan
+
 pytest.importorskip("harvester_sim")
 
-PLAN_API = "management.harvesterhci.io/v1beta1"
+from harvester_sim.testing import wait_for  # noqa: E402
+
 SPEED = 250
 NODE = "node-2"
 
@@ -69,12 +72,6 @@ CASES = {
 }
 
 
-def _plan(sim: Any) -> dict[str, Any]:
-    plans = list(sim.world.client.list(PLAN_API, "UpgradePlan"))
-    assert len(plans) == 1, [p["metadata"]["name"] for p in plans]
-    return plans[0]
-
-
 def _messages(plan: dict[str, Any]) -> str:
     st = plan.get("status") or {}
     msgs = [c.get("message") or "" for c in st.get("conditions") or []
@@ -103,7 +100,7 @@ def _reboots(sim: Any) -> dict[str, int]:
 
 
 def _failed_again(res: Any, sim: Any, case: Case, run: str) -> dict[str, Any]:
-    plan = _plan(sim)
+    plan = only_plan(sim)
     ctx = f"{run}: rc={res.rc} states={_states(plan)}\n{_messages(plan)}\n{res.output[-4000:]}"
     assert res.rc != 0, ctx
     assert "is up to date" not in res.output, ctx
@@ -137,12 +134,7 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
             return playbook_runner(sim, "upgrade.yml", tags=tags,
                                    extra_vars={**base, **more} or None, timeout=600)
 
-        import time
-        deadline = time.monotonic() + 60
-        while not _running_vms(sim) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        before = _running_vms(sim)
-        assert before
+        before = wait_for(lambda: _running_vms(sim), what="the scenario's VMs to run", poll=0.2)
 
         first = run()
         plan = _failed_again(first, sim, case, "first run")
@@ -156,7 +148,7 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
         _failed_again(again, sim, case, "re-run without the fix")
 
         # the operator declines to continue: stops at once, naming the plan, changing nothing
-        held = _plan(sim)
+        held = only_plan(sim)
         # the node loop alone is not "nothing to do" either: it names the plan and the way on
         nodes_only = run(tags="node_upgrade")
         assert nodes_only.rc != 0, nodes_only.output[-3000:]
@@ -165,12 +157,12 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
         declined = run(upgrade_resume_failed=False)
         assert declined.rc != 0, declined.output[-3000:]
         assert "failed in NodeUpgrading" in declined.output, declined.output[-3000:]
-        assert _plan(sim)["metadata"]["resourceVersion"] == \
+        assert only_plan(sim)["metadata"]["resourceVersion"] == \
             held["metadata"]["resourceVersion"]   # neither run wrote to the plan
 
         case.fix(sim.world)
         last = run(fixed=True)
-        plan = _plan(sim)
+        plan = only_plan(sim)
         report = rep.build(sim.world)
         ctx = (f"rc={last.rc} phase={(plan.get('status') or {}).get('currentPhase')} "
                f"states={_states(plan)}\n{_messages(plan)}\n{last.output[-5000:]}")
@@ -179,10 +171,9 @@ def test_failure_mid_roll_is_resumed_after_the_fix(
         assert set(_states(plan).values()) <= {"PostDrained", "ImageCleaned"}, ctx
         assert _reboots(sim) == {"node-1": 1, "node-2": 1, "node-3": 1}, _reboots(sim)
         assert report.get("invariant_violations") == [], report.get("invariant_violations")
-        deadline = time.monotonic() + 60   # the last node's VMs boot while Finalize awaits
-        while not before <= _running_vms(sim) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert before <= _running_vms(sim), before - _running_vms(sim)
+        # the last node's VMs boot while Finalize awaits them
+        wait_for(lambda: before <= _running_vms(sim),
+                 what=f"the VMs that ran before to run again: {sorted(before)}", poll=0.2)
 
         # and a run after that is up to date: the cluster is at the release
         done = run(fixed=True)

@@ -7,16 +7,15 @@ leaves behind and checks the next run continues from it without redoing or skipp
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testkit import PLAN_API, install_plan_crd
+
 pytest.importorskip("harvester_sim")
 
-ROOT = Path(__file__).resolve().parents[2]
-PLAN_API = "management.harvesterhci.io/v1beta1"
 FINALIZER = "harvester-upgrade.harvesterhci.io/cleanup"
 
 pytestmark = [pytest.mark.timeout(600)]
@@ -25,18 +24,9 @@ pytestmark = [pytest.mark.timeout(600)]
 def test_plan_created_but_never_initialized_is_adopted(simulator: Any, playbook: Any) -> None:
     """Killed between creating the UpgradePlan and writing its first status: the re-run adopts
     that plan (no second plan, no plan left behind without a status)."""
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import crd
-
     sim = simulator("three-node", speed=200)
     c = sim.world.client
-    c.create(crd.definition())
-    deadline = time.monotonic() + 60   # ends as soon as it holds; CI is slow
-    while time.monotonic() < deadline:   # the CRD is served once established
-        try:
-            c.list(PLAN_API, "UpgradePlan")
-            break
-        except Exception:  # noqa: BLE001 - not served yet
-            time.sleep(0.05)
+    install_plan_crd(sim)
     left = c.create({"apiVersion": PLAN_API, "kind": "UpgradePlan",
                      "metadata": {"generateName": "hvst-upgrade-", "finalizers": [FINALIZER]},
                      "spec": {"version": "v1.6.0", "imagePreloadOption": {},
@@ -56,8 +46,8 @@ def test_a_cluster_where_another_one_was_before_is_discovered_afresh(
     """kubernetes.core caches discovery in $TMPDIR keyed by server address and OS user: a
     cluster on an address an earlier one used (a tunnel, a recreated cluster; here a simulator
     on a reused port) read the earlier one's discovery, UpgradePlans looked served and
-    creating the plan failed with 404 ("Initialize stopped after 2s" in CI, under the
-    ServiceAccount). upgrade_plan ensure now re-reads discovery first."""
+    creating the plan failed with 404 in Initialize. upgrade_plan ensure re-reads discovery
+    first."""
     import socket
 
     from harvester_sim import testing

@@ -341,7 +341,7 @@ def test_stuck_chart_fails_cluster_upgrade_at_its_deadline(
     _failed(run, "chart_stuck", "timed out after", "cluster-upgrade")
 
 
-# ------------------------------------------------------------ outages (issue 22, point 4)
+# ------------------------------------------------------------------------------- outages
 
 def _t(run: FaultRun, event: str, **match: Any) -> list[float]:
     return [float(e["t"]) for e in run.timeline if e.get("event") == event

@@ -26,8 +26,8 @@ def test_request_ok() -> None:
     ("v9.9.9", None, "v1.5.1", None, False, ["v9.9.9", "not found", "v1.6.0"]),
     ("v9.9.9", None, "v1.5.1", None, True, ["v9.9.9", "not found"]),
     ("v1.5.0", None, "v1.5.1", V150, False, ["v1.5.0", "downgrade", "v1.5.1",
-                                             "upgrade_allow_downgrade=true"]),
-    # upgrade_force no longer lifts a downgrade or a version skip
+                                              "upgrade_allow_downgrade=true"]),
+    # upgrade_force does not lift a downgrade or a version skip
     ("v1.5.0", None, "v1.5.1", V150, True, ["downgrade", "upgrade_allow_downgrade=true"]),
     ("v1.6.0", None, "v1.4.2", V160, True, ["minimum upgradable",
                                             "upgrade_allow_version_skip=true"]),

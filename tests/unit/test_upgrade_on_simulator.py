@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from testkit import ROOT
+
 SCRIPT = ROOT / "scripts" / "upgrade_on_simulator.py"
 
 

@@ -1,0 +1,111 @@
+"""The phase actions the phase modules pass to ``pipeline.run_phase`` (the ``phase_*`` modules),
+run as the modules run them (phase_child.py) against a simulated three-node cluster: what they
+create, what they wait for, what the plan records, and what they say in check mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from phase_child import NewPlan, Run
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import phase_common
+from testkit import get_plan
+
+VM_IMAGE = ("harvesterhci.io/v1beta1", "VirtualMachineImage")
+NS = "harvester-system"
+
+
+def imported(image: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Imported" and c.get("status") == "True"
+               for c in (image.get("status") or {}).get("conditions") or [])
+
+
+def test_iso_download_imports_the_versions_iso_and_a_rerun_verifies_it(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("Initialized")
+    res = run("ISODownload", "iso_download", verify="verify_iso", plan=name)
+    assert res["exit"] == "exit_json" and res["status"] == "completed", res
+    assert res["iso_image_id"] == f"{name}-iso", res
+    assert f"create VirtualMachineImage {name}-iso in {NS}" in res["actions"], res
+    image = sim.world.client.get(*VM_IMAGE, f"{name}-iso", NS)
+    version = sim.world.client.get("harvesterhci.io/v1beta1", "Version", "v1.6.0", NS)
+    assert image["spec"]["url"] == version["spec"]["isoURL"]
+    assert image["spec"]["checksum"] == version["spec"]["isoChecksum"]
+    assert imported(image), image.get("status")
+    status = get_plan(sim, name)["status"]
+    assert status["currentPhase"] == "ISODownloaded" and status["isoImageID"] == f"{name}-iso"
+
+    again = run("ISODownload", "iso_download", verify="verify_iso", plan=name)
+    assert again["status"] == "verified" and again["actions"] == [], again
+    assert again["msg"].endswith(f"VirtualMachineImage {NS}/{name}-iso Imported"), again
+
+
+def test_iso_download_in_check_mode_says_what_it_would_create_and_await(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("Initialized")
+    res = run("ISODownload", "iso_download", plan=name, check_mode=True)
+    assert res["exit"] == "exit_json" and res["status"] == "completed", res
+    assert res["actions"] == ["would enter phase ISODownloading",
+                              f"would create VirtualMachineImage {name}-iso in {NS}"], res
+    assert res["msg"] == f"would wait for VirtualMachineImage {NS}/{name}-iso to be Imported"
+    assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is None
+    assert get_plan(sim, name)["status"]["currentPhase"] == "Initialized"
+
+
+def test_iso_download_of_a_version_without_an_iso_url_fails_the_plan(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("Initialized", version="v9.9.9")
+    res = run("ISODownload", "iso_download", plan=name)
+    assert res["exit"] == "fail_json", res
+    assert res["msg"] == "ISO image download failed: the Version has no isoURL", res
+    assert get_plan(sim, name)["status"]["currentPhase"] == "Failed"
+    assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is None
+
+
+def test_iso_download_refuses_a_version_without_a_checksum(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    c = sim.world.client
+    shipped = c.get("harvesterhci.io/v1beta1", "Version", "v1.6.0", NS)
+    c.create({"apiVersion": "harvesterhci.io/v1beta1", "kind": "Version",
+              "metadata": {"name": "v1.6.0-nosum", "namespace": NS},
+              "spec": {"isoURL": shipped["spec"]["isoURL"]}})
+    name = new_plan("Initialized", version="v1.6.0-nosum")
+    res = run("ISODownload", "iso_download", plan=name)
+    assert res["exit"] == "fail_json", res
+    assert res["msg"].startswith("ISO image download refused: Version v1.6.0-nosum has no "
+                                 "spec.isoChecksum"), res
+    assert c.try_get(*VM_IMAGE, f"{name}-iso", NS) is None
+
+
+def test_verify_iso_warns_when_the_image_is_gone(run: Run, new_plan: NewPlan) -> None:
+    name = new_plan("ISODownloaded")
+    res = run("ISODownload", "must_not_run", verify="verify_iso", plan=name)
+    assert res["status"] == "verified", res
+    assert res["msg"].endswith(f"warning: VirtualMachineImage {NS}/{name}-iso is gone"), res
+
+
+def test_repo_create_in_check_mode_says_it_would_create_the_repo(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("ISODownloaded")
+    res = run("RepoCreate", "repo_create", plan=name, check_mode=True)
+    assert res["status"] == "completed", res
+    assert res["actions"] == ["would enter phase RepoCreating",
+                              f"would create Deployment {name}-repo in {NS}",
+                              f"would create Service {name}-repo in {NS}"], res
+    assert res["msg"] == f"would wait for Deployment and Service {name}-repo to serve the ISO"
+    assert sim.world.client.try_get("apps/v1", "Deployment", f"{name}-repo", NS) is None
+
+
+def test_verify_metadata_reports_the_recorded_release(run: Run, new_plan: NewPlan) -> None:
+    name = new_plan("MetadataPopulated")
+    res = run("MetadataPopulate", "must_not_run", verify="verify_metadata", plan=name)
+    assert res["status"] == "verified", res
+    assert res["msg"].endswith("warning: releaseMetadata missing"), res
+
+
+@pytest.mark.parametrize("ref, expected", [("images/harvester-iso", ("images", "harvester-iso")),
+                                           ("harvester-iso", (NS, "harvester-iso"))])
+def test_an_image_reference_is_namespace_slash_name_or_a_bare_name(
+        ref: str, expected: tuple[str, str]) -> None:
+    assert phase_common.split_image_ref(ref) == expected
