@@ -184,23 +184,10 @@ def _await_replenish(sim: Any, timeout: float = 60.0) -> str:
     """The setting's value once simulated Longhorn has created its defaults (after the world
     starts: on a loaded machine later than the scenario's first watch); the baseline the
     Finalize check compares with."""
-    import threading
+    from harvester_sim import testing
 
-    created = threading.Event()
-
-    def seen(ev: Any) -> None:
-        if ev.obj.get("kind") == "Setting" and \
-                ev.obj["metadata"].get("name") == "replica-replenishment-wait-interval":
-            created.set()
-
-    sim.world.store.subscribe(seen)
-    value = _replenish(sim)
-    if value is None:
-        assert created.wait(timeout), \
-            "Longhorn's replica-replenishment-wait-interval setting never appeared"
-        value = _replenish(sim)
-    assert value is not None
-    return value
+    return testing.wait_for(lambda: _replenish(sim), timeout,
+                            "Longhorn's replica-replenishment-wait-interval setting")
 
 
 @pytest.fixture(scope="module")
