@@ -107,6 +107,9 @@ NOT_ON_THE_HAPPY_PATH = {
     ("fleet-local", "", "secrets", "get"),
     # waiting for a node's Longhorn engines to be upgraded
     ("longhorn-system", "longhorn.io", "engines", "watch"),
+    # waiting for the ISO image when it is not yet Imported at its first read (the simulated
+    # download can finish before the module reads it)
+    (None, "harvesterhci.io", "virtualmachineimages", "watch"),
     # the descheduler Addon enabled (Harvester v1.7.0+)
     ("kube-system", "harvesterhci.io", "addons", "patch"),
 }
