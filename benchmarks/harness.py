@@ -2,9 +2,11 @@
 
 ``run_upgrade(scenario, speed, out_dir, extra_vars)`` starts ``harvester-sim serve``, records
 which VMs are live-migratable on which node, runs ``ansible-playbook upgrade.yml`` exactly as
-``make upgrade`` does while sampling (psutil, every ``SAMPLE_S``) the CPU time and RSS of the
-ansible-playbook process tree and the RSS of the simulator, stops the simulator (which writes
-its report) and returns a :class:`Run` with everything the figures need.
+``make upgrade`` does (with the operator's overrides of ``scripts/scenario_overrides.py`` for
+a scenario whose pre-flight refuses on purpose) while sampling (psutil, every ``SAMPLE_S``)
+the CPU time and RSS of the ansible-playbook process tree and the RSS of the simulator,
+stops the simulator (which writes its report) and returns a :class:`Run` with everything
+the figures need.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import scenario_overrides  # noqa: E402
+from upgrade_on_simulator import wait_vms_running  # noqa: E402
+
 BIN = ROOT / ".venv" / "bin"
 SAMPLE_S = 0.2
 PLAN_API = ("management.harvesterhci.io", "v1beta1", "upgradeplans")
@@ -137,27 +144,6 @@ def _pinned(vmi: dict[str, Any]) -> bool:
     return False
 
 
-def _wait_vms_running(kubeconfig: Path, timeout: float) -> None:
-    """The scenario's VMs start right after the simulator boots: wait until no VMI is
-    still starting, so the upgrade starts from a settled cluster."""
-    from kubernetes import client, config
-
-    api = config.new_client_from_config(str(kubeconfig))
-    co = client.CustomObjectsApi(api)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        items = co.list_cluster_custom_object("kubevirt.io", "v1",
-                                              "virtualmachineinstances").get("items", [])
-        vms = co.list_cluster_custom_object("kubevirt.io", "v1",
-                                            "virtualmachines").get("items", [])
-        want = sum(1 for v in vms if (v.get("spec") or {}).get("runStrategy", "Always")
-                   in ("Always", "RerunOnFailure") or (v.get("spec") or {}).get("running"))
-        running = sum(1 for i in items if (i.get("status") or {}).get("phase") == "Running")
-        if running >= want:
-            return
-        time.sleep(0.5)
-
-
 def _plan(kubeconfig: Path) -> dict[str, Any] | None:
     from kubernetes import client, config
 
@@ -181,7 +167,11 @@ def run_upgrade(scenario: str, speed: float, out_dir: Path,
     report_path = out_dir / "report.json"
     kubeconfig.unlink(missing_ok=True)
     report_path.unlink(missing_ok=True)
-    run = Run(scenario, speed, dict(extra_vars or {}), out=str(out_dir))
+    # a scenario whose pre-flight refuses on purpose gets the operator's overrides
+    overrides = scenario_overrides.overrides_for(scenario)
+    run = Run(scenario, speed, {**overrides, **(extra_vars or {})}, out=str(out_dir))
+    if overrides and not quiet:
+        print(f"  {scenario_overrides.describe(scenario, overrides)}", file=sys.stderr)
     cmd = [str(BIN / "harvester-sim"), "serve", "--scenario", scenario, "--kubeconfig",
            str(kubeconfig), "--speed", str(speed), "--report", str(report_path)]
     if seed is not None:
@@ -198,7 +188,7 @@ def run_upgrade(scenario: str, speed: float, out_dir: Path,
                 raise RuntimeError("harvester-sim did not become ready within 600 s")
             time.sleep(0.05)
         run.boot_s = time.monotonic() - t0
-        _wait_vms_running(kubeconfig, 600)
+        wait_vms_running(kubeconfig, 600)
         run.migratable_by_node = _migratable(kubeconfig)
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), K8S_AUTH_KUBECONFIG=str(kubeconfig),
                    ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")

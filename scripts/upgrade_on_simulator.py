@@ -14,11 +14,17 @@ cluster with the simulator's kubeconfig, in place of the simulated one (implies
 
 Exits non-zero when the plan did not succeed or the simulator recorded an invariant
 violation.
+
+``--scenario-overrides`` adds the operator's documented overrides for a scenario whose
+pre-flight checks refuse on purpose (``scripts/scenario_overrides.py``; ``make toolkit-peer``
+uses it) and prints them. SIGTERM or SIGINT stops the playbook and the simulator before it
+exits (:func:`stop_children_on_signals`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -26,10 +32,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import scenario_overrides  # noqa: E402
+
 PLAN_API = ("management.harvesterhci.io", "v1beta1", "upgradeplans")
 ACTIVE_PHASES = ("Initializing", "ISODownloading", "RepoCreating", "MetadataPopulating",
                  "ImagePreloading", "ClusterUpgrading", "NodeUpgrading", "CleaningUp")
@@ -49,14 +60,18 @@ def start_simulator(scenario: str, speed: float, out: Path, seed: int | None,
     log = open(out / "simulator.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 120
-    while not kubeconfig.exists():
-        if proc.poll() is not None:
-            sys.stderr.write((out / "simulator.log").read_text())
-            raise SystemExit(f"harvester-sim exited with {proc.returncode} before it was ready")
-        if time.monotonic() > deadline:
-            proc.terminate()
-            raise SystemExit("harvester-sim did not become ready within 120 s")
-        time.sleep(0.1)
+    try:
+        while not kubeconfig.exists():
+            if proc.poll() is not None:
+                sys.stderr.write((out / "simulator.log").read_text())
+                raise SystemExit(f"harvester-sim exited with {proc.returncode} before it was "
+                                 "ready")
+            if time.monotonic() > deadline:
+                raise SystemExit("harvester-sim did not become ready within 120 s")
+            time.sleep(0.1)
+    except BaseException:   # not ready, or interrupted (SIGTERM): the caller never gets it
+        stop_process(proc)
+        raise
     return proc, kubeconfig
 
 
@@ -83,6 +98,64 @@ def start_suc(binary: Path, kubeconfig: Path, out: Path) -> subprocess.Popen[byt
     log = open(out / "system-upgrade-controller.log", "wb")  # noqa: SIM115 - process lifetime
     return subprocess.Popen([str(binary), "--kubeconfig", str(kubeconfig)], stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+
+@contextlib.contextmanager
+def stop_children_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT end the main thread with ``SystemExit(128 + signal)`` so that every
+    ``finally`` that stops a child (simulator, playbook, controller) runs; while that cleanup
+    runs, further SIGTERM/SIGINT are ignored (a second Ctrl-C would otherwise leave the
+    children behind). The previous handlers are restored on exit."""
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in sigs}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        for s in sigs:
+            signal.signal(s, signal.SIG_IGN)
+        print(f"\n{signal.Signals(signum).name}: stopping the child processes", file=sys.stderr,
+              flush=True)
+        raise SystemExit(128 + signum)
+
+    for s in sigs:
+        signal.signal(s, on_signal)
+    try:
+        yield
+    finally:
+        for s in sigs:
+            signal.signal(s, old[s])
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` s, of one child that may still run."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_vms_running(kubeconfig: Path, timeout: float) -> None:
+    """The scenario's VMs start right after the simulator boots: wait until as many VMIs run
+    as VMs should run, so the upgrade starts from a settled cluster (returns at the timeout
+    either way)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    co = client.CustomObjectsApi(api)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = co.list_cluster_custom_object("kubevirt.io", "v1",
+                                              "virtualmachineinstances").get("items", [])
+        vms = co.list_cluster_custom_object("kubevirt.io", "v1",
+                                            "virtualmachines").get("items", [])
+        want = sum(1 for v in vms if (v.get("spec") or {}).get("runStrategy", "Always")
+                   in ("Always", "RerunOnFailure") or (v.get("spec") or {}).get("running"))
+        running = sum(1 for i in items if (i.get("status") or {}).get("phase") == "Running")
+        if running >= want:
+            return
+        time.sleep(0.5)
 
 
 def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
@@ -186,8 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ansible-bin", type=Path, default=ROOT / ".venv" / "bin", metavar="DIR",
                     help="the directory of the ansible-playbook to run (another ansible-core "
                     "release, e.g. the oldest supported one; make upgrade ANSIBLE_BIN=DIR)")
+    ap.add_argument("--scenario-overrides", action="store_true",
+                    help="pass the operator's documented overrides for a scenario whose "
+                    "pre-flight checks refuse on purpose (scripts/scenario_overrides.py)")
     ap.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
     args = ap.parse_args(argv)
+    with stop_children_on_signals():
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     playbook_bin = args.ansible_bin / "ansible-playbook"
     if not (playbook_bin.is_file() and os.access(playbook_bin, os.X_OK)):
         raise SystemExit(f"--ansible-bin: no executable ansible-playbook in {args.ansible_bin}")
@@ -216,9 +297,18 @@ def main(argv: list[str] | None = None) -> int:
             # another ansible-core: kubernetes.core from the project venv's `ansible` package
             # (the collection itself is found through ./ansible_collections, ansible.cfg)
             env["ANSIBLE_COLLECTIONS_PATH"] = f"./:{bundled_collections_parent()}"
-        cmd = [str(playbook_bin), args.playbook, *args.ansible_args]
+        overrides = scenario_overrides.overrides_for(args.scenario) \
+            if args.scenario_overrides else {}
+        if args.scenario_overrides:
+            print(scenario_overrides.describe(args.scenario, overrides), flush=True)
+        cmd = [str(playbook_bin), args.playbook,
+               *(["-e", json.dumps(overrides)] if overrides else []), *args.ansible_args]
         print(f"$ {' '.join(cmd)}   (KUBECONFIG={kubeconfig})", flush=True)
-        rc_play = subprocess.call(cmd, cwd=ROOT, env=env)
+        play = subprocess.Popen(cmd, cwd=ROOT, env=env)
+        try:
+            rc_play = play.wait()
+        finally:
+            stop_process(play)
         plan = fetch_plan(kubeconfig)
         if plan is not None:
             (out / "upgradeplan.json").write_text(json.dumps(plan, indent=2))
