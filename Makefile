@@ -107,8 +107,12 @@ build: venv
 bench: venv
 	$(BIN)/python benchmarks/run_all.py
 
+# CHAOS_SCENARIO=NAME[,NAME] (default three-node,five-node-mixed alternating); each scenario's
+# speed, kill mode and window, and run timeout come from its profile (docs/resilience.md).
+CHAOS_SCENARIO ?=
 chaos: venv
-	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50}
+	$(BIN)/python scripts/chaos.py --runs $${CHAOS_RUNS:-50} \
+		$(if $(CHAOS_SCENARIO),--scenario $(CHAOS_SCENARIO))
 
 # The fault matrix end to end: every fault kind on upgrade.yml, the ones make test leaves out
 # included (docs/resilience.md).
