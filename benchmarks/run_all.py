@@ -42,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import toolkit_side  # noqa: E402
 from harness import ROOT, Run, run_upgrade  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -280,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="three-node runs per mode; the one with the median overhead is "
                          "recorded (a 25 s run varies by +-0.02 from run to run)")
+    ap.add_argument("--no-toolkit", action="store_true",
+                    help="skip the real upgrade-toolkit beside the three-node run "
+                         "(toolkit_side.py; skipped anyway without its binary)")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -350,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
                  for k, v in runs.items()},
         "sim_scale": scale,
     }
+    # the real upgrade-toolkit on the three-node run's scenario and speed (toolkit_side.py)
+    latest["toolkit_side_by_side"] = {"skipped": "--no-toolkit"} if args.no_toolkit else \
+        toolkit_side.side_by_side(runs.get(label("three-node", primary)), out / "toolkit-side")
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = json.dumps(latest, indent=2, sort_keys=True) + "\n"
     (RESULTS / f"{stamp}.json").write_text(text)

@@ -32,6 +32,11 @@ Outside the simulator the harness does only three things, each printed when it a
     to ``os`` (the manager's Job controller read a stale cached UpgradePlan; nothing else
     re-triggers it).
 
+SIGTERM or SIGINT stops everything the harness started (the manager, the simulator, the
+metadata listener, the collection's run with its playbook and simulator) before it exits.
+``--no-build`` never builds (fails when the pinned binary is missing); ``--figures-json
+PATH`` writes the figures of the table (``make bench`` uses both: benchmarks/toolkit_side.py).
+
 Exit status 0 only when the toolkit's plan Succeeded with no invariant violation and, unless
 ``--no-collection``, the collection's did too with every VM that ran at the start running at
 the end (the toolkit at the pinned commit never restarts the VMs its pre-drain shuts down).
@@ -77,6 +82,7 @@ RETOUCH_ANNOTATION = "toolkit-peer.harvester-upgrade.dev/retouch"
 TERMINAL = ("Succeeded", "Failed")
 USER_AGENT = "toolkit-peer/1 (harness)"
 TOOLKIT_AGENT = "upgrade-toolkit"
+COLLECTION_AGENT = "harvester-upgrade"   # the collection's client: harvester-upgrade/<module>
 RETOUCH_GRACE_S = 2.0      # wall seconds a completed Job's node may keep `k8s` before (c)
 RETOUCH_MAX = 5
 
@@ -177,6 +183,20 @@ class Kube:
 
 
 # --------------------------------------------------------------------------- the tool
+def toolkit_binary() -> Path:
+    """Where the tool builds the manager: ``$PEERS_CACHE/bin/upgrade-toolkit``."""
+    cache = Path(os.environ.get("PEERS_CACHE") or Path.home() / ".cache" / "peers")
+    return cache / "bin" / "upgrade-toolkit"
+
+
+def built_commit(binary: Path) -> str:
+    """The upgrade-toolkit commit ``binary`` was built from (the tool's version file), or ""."""
+    version_file = binary.with_name(".upgrade-toolkit.version")
+    if not binary.exists() or not version_file.exists():
+        return ""
+    return version_file.read_text().split(" ", 1)[0].strip()
+
+
 class Tool:
     """The steering repo's ``upgrade-toolkit.sh`` (build / crds / run / stop)."""
 
@@ -184,9 +204,7 @@ class Tool:
         self.path = path
         self.mirror_root = mirror_root
         self.state = state
-        cache = Path(os.environ.get("PEERS_CACHE") or Path.home() / ".cache" / "peers")
-        self.binary = cache / "bin" / "upgrade-toolkit"
-        self.version_file = cache / "bin" / ".upgrade-toolkit.version"
+        self.binary = toolkit_binary()
 
     def check(self) -> None:
         if not self.path.is_file() or not os.access(self.path, os.X_OK):
@@ -206,12 +224,13 @@ class Tool:
             die(f"'{self.path.name} {' '.join(args)}' failed with exit code {rc}")
         return rc
 
-    def build(self, force: bool) -> None:
-        built = self.version_file.read_text().split(" ", 1)[0] \
-            if self.version_file.exists() else ""
-        if not force and self.binary.exists() and built == PINNED_COMMIT:
+    def build(self, force: bool, allowed: bool = True) -> None:
+        if not force and built_commit(self.binary) == PINNED_COMMIT:
             log(f"upgrade-toolkit {PINNED_COMMIT[:12]} already built ({self.binary})")
             return
+        if not allowed:
+            die(f"{self.binary} is not upgrade-toolkit {PINNED_COMMIT[:12]} (built: "
+                f"{built_commit(self.binary)[:12] or 'nothing'}) and --no-build was given")
         self._run("build")
 
     def crds(self, out: Path) -> list[dict[str, Any]]:
@@ -686,25 +705,37 @@ def copy_version(kube: Kube, src: dict[str, Any]) -> None:
         f"Version (isoURL {spec.get('isoURL')})")
 
 
+def collection_figures(out: Path, rc: int | None = None) -> dict[str, Any]:
+    """The table's figures of a collection run whose ``report.json`` and
+    ``upgradeplan.json`` are in ``out`` (``make toolkit-peer``'s, or a ``make bench`` run's)."""
+    report = json.loads((out / "report.json").read_text()) \
+        if (out / "report.json").exists() else {}
+    plan = json.loads((out / "upgradeplan.json").read_text()) \
+        if (out / "upgradeplan.json").exists() else {}
+    fig = report_figures(report, lambda a: a == COLLECTION_AGENT)
+    fig["phase"] = (plan.get("status") or {}).get("currentPhase") or f"rc {rc}"
+    fig["wall"] = plan_wall_s(plan) if plan and fig["phase"] in TERMINAL else None
+    return fig
+
+
 def run_collection(args: argparse.Namespace, out: Path) -> dict[str, Any] | None:
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(ROOT / "scripts" / "upgrade_on_simulator.py"),
-           "--scenario", args.scenario, "--speed", str(args.speed),
+           "--scenario", args.scenario, "--speed", str(args.speed), "--scenario-overrides",
            "--out", str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out)]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
     if args.suc_bin:
         cmd += ["--suc-bin", str(args.suc_bin)]
     log(f"collection: $ {' '.join(cmd)}")
-    rc = subprocess.call(cmd, cwd=ROOT)
+    child = subprocess.Popen(cmd, cwd=ROOT)
+    try:
+        rc = child.wait()
+    finally:   # interrupted: it stops its playbook and simulator on SIGTERM
+        collection_run.stop_process(child, timeout=90)
     report = json.loads((out / "report.json").read_text()) \
         if (out / "report.json").exists() else {}
-    plan = json.loads((out / "upgradeplan.json").read_text()) \
-        if (out / "upgradeplan.json").exists() else {}
-    known_internal = {TOOLKIT_AGENT, "kubectl", USER_AGENT.split("/", 1)[0]}
-    fig = report_figures(report, lambda a: a not in known_internal)
-    fig["phase"] = (plan.get("status") or {}).get("currentPhase") or f"rc {rc}"
-    fig["wall"] = plan_wall_s(plan) if plan and fig["phase"] in TERMINAL else None
+    fig = collection_figures(out, rc)
     print_report("collection run", fig, report)
     return fig
 
@@ -726,30 +757,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="wall seconds to wait")
     ap.add_argument("--metadata-port", type=int, default=80)
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--no-build", action="store_true",
+                    help="never build: fail unless the pinned binary is there")
+    ap.add_argument("--figures-json", type=Path, default=None, metavar="PATH",
+                    help="write the side-by-side figures as JSON")
     ap.add_argument("--no-collection", action="store_true")
     ap.add_argument("--suc-bin", type=Path, default=None, metavar="PATH",
                     help="a real system-upgrade-controller binary run in place of the "
                          "simulated one (harvester-sim serve --without suc), for both runs")
     args = ap.parse_args(argv)
+    if args.rebuild and args.no_build:
+        die("--rebuild and --no-build exclude each other")
     if args.suc_bin is not None:
         if not (args.suc_bin.is_file() and os.access(args.suc_bin, os.X_OK)):
             die(f"--suc-bin: {args.suc_bin}: no such executable file")
         args.suc_bin = args.suc_bin.resolve()
+    with collection_run.stop_children_on_signals():
+        return peer_main(args)
+
+
+def peer_main(args: argparse.Namespace) -> int:
     tool_path = Path(args.tool)
     if not tool_path.is_absolute():
         tool_path = (ROOT / tool_path).resolve()
     out = (ROOT / args.out).resolve()
     tool = Tool(tool_path, Path(args.mirror_root), out / "toolkit" / "manager")
     tool.check()
-    tool.build(args.rebuild)
+    tool.build(args.rebuild, allowed=not args.no_build)
     (out / "toolkit").mkdir(parents=True, exist_ok=True)
     tk = run_toolkit(args, tool, out / "toolkit")
     col = None if args.no_collection else run_collection(args, out / "collection")
     print()
     print(f"=== side by side: {args.scenario}, speed {args.speed} ===")
     print("\n".join(side_by_side(tk, col)))
-    print("(upgrader requests: user agent upgrade-toolkit for the toolkit; every HTTP client "
-          "of the collection run)")
+    print(f"(upgrader requests: user agent {TOOLKIT_AGENT} for the toolkit, {COLLECTION_AGENT} "
+          "for the collection)")
+    if args.figures_json is not None:
+        args.figures_json.parent.mkdir(parents=True, exist_ok=True)
+        args.figures_json.write_text(json.dumps(
+            {"scenario": args.scenario, "speed": args.speed, "toolkit": tk,
+             "collection": col}, indent=2, sort_keys=True) + "\n")
 
     if tk["vms_running_end"] < tk["vms_expected"]:
         print(f"note: upgrade-toolkit {PINNED_COMMIT[:12]} shuts down the VMs that cannot "
