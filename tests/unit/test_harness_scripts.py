@@ -216,3 +216,33 @@ def test_sigterm_stops_the_playbook_and_the_simulator(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_run_all_records_the_skipped_toolkit_under_its_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``run_all.py``'s block: without the binary the results JSON says why, and the bench
+    prints it (the runs themselves are stubbed: this is about the block, not the figures)."""
+    import harness
+    import run_all
+
+    def fake_run(scenario: str, speed: float, out: Path, ev: dict[str, Any] | None = None,
+                 **_kw: Any) -> harness.Run:
+        return harness.Run(scenario, speed, dict(ev or {}), rc=0, plan_phase="Succeeded",
+                           wall_s=30.0, nodes=3, out=str(out))
+
+    monkeypatch.setenv("PEERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_all, "run_upgrade", fake_run)
+    monkeypatch.setattr(run_all, "sim_scale", lambda *_a: {"peak_rss_mb": 1.0})
+    monkeypatch.setattr(run_all, "RESULTS", tmp_path / "results")
+    args = ["--no-hundred", "--no-twenty", "--no-baseline", "--no-mechanisms", "--repeat", "1",
+            "--modes", "node", "--migration-scenario", "three-node", "--out",
+            str(tmp_path / "bench")]
+    assert run_all.main(args) == 0
+    latest = json.loads((tmp_path / "results" / "latest.json").read_text())
+    assert latest["toolkit_side_by_side"]["skipped"].startswith(
+        "toolkit binary not found: skipped")
+    assert "toolkit side by side: toolkit binary not found: skipped" in capsys.readouterr().out
+    assert run_all.main([*args, "--no-toolkit"]) == 0
+    latest = json.loads((tmp_path / "results" / "latest.json").read_text())
+    assert latest["toolkit_side_by_side"] == {"skipped": "--no-toolkit"}
