@@ -28,7 +28,8 @@ import toolkit_peer  # noqa: E402
 
 # the figures kept in the results JSON (toolkit_peer.report_figures' keys, "by_agent" left out)
 KEYS = ("phase", "wall", "simulated_s", "migrations", "vms_shut_down", "vms_running_end",
-        "vms_expected", "reboots", "violations", "api_upgrader", "api_total")
+        "vms_expected", "reboots", "violations", "violations_on_the_spot", "api_upgrader",
+        "api_total")
 
 
 def tool_path() -> Path:

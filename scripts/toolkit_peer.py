@@ -37,9 +37,11 @@ metadata listener, the collection's run with its playbook and simulator) before 
 ``--no-build`` never builds (fails when the pinned binary is missing); ``--figures-json
 PATH`` writes the figures of the table (``make bench`` uses both: benchmarks/toolkit_side.py).
 
-Exit status 0 only when the toolkit's plan Succeeded with no invariant violation and, unless
-``--no-collection``, the collection's did too with every VM that ran at the start running at
-the end (the toolkit at the pinned commit never restarts the VMs its pre-drain shuts down).
+Exit status 0 only when the toolkit's plan Succeeded with no invariant violation that harms on
+the spot (``harvester_sim.invariants.OUTCOME_KINDS`` are the others: the toolkit at the pinned
+commit never restarts the VMs its pre-drain shuts down and does not wait for the last node's
+replicas) and, unless ``--no-collection``, the collection's Succeeded with no violation at all
+and every VM that ran at the start running at the end.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from harvester_sim.invariants import harms_on_the_spot
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -535,6 +539,7 @@ def report_figures(report: dict[str, Any], agents: Callable[[str], bool]) -> dic
                if ev.get("event") == "vm_stopped"}
     return {
         "violations": len(viol),
+        "violations_on_the_spot": sum(1 for v in viol if harms_on_the_spot(v)),
         "violation_kinds": sorted({str(v.get("kind")) for v in viol}),
         "vms_expected": expected,
         "vms_running_end": expected - not_running,
@@ -567,6 +572,7 @@ def side_by_side(tk: dict[str, Any], col: dict[str, Any] | None) -> list[str]:
             ("live migrations", "migrations"), ("VMs shut down", "vms_shut_down"),
             ("VMs running at end", "running"), ("node reboots", "reboots"),
             ("invariant violations", "violations"),
+            ("  of which harm on the spot", "violations_on_the_spot"),
             ("API requests by the upgrader", "api_upgrader"),
             ("API requests, all HTTP clients", "api_total")]
 
@@ -804,9 +810,12 @@ def peer_main(args: argparse.Namespace) -> int:
               "--shutdown, recorded in ConfigMap <plan>-restore-vm) and nothing at that "
               "commit starts them again (docs/toolkit-peer.md)")
 
-    def ok(f: dict[str, Any] | None, all_vms: bool) -> bool:
-        return f is not None and f["phase"] == "Succeeded" and f["violations"] == 0 \
-            and (not all_vms or f["vms_running_end"] == f["vms_expected"])
+    # the toolkit is held to what harms on the spot; its outcome (VMs it shut down and does
+    # not restart, replicas still rebuilding at Succeeded) is its design, shown in the table
+    def ok(f: dict[str, Any] | None, outcome_too: bool) -> bool:
+        return f is not None and f["phase"] == "Succeeded" and f["violations_on_the_spot"] == 0 \
+            and (not outcome_too or (f["violations"] == 0
+                                     and f["vms_running_end"] == f["vms_expected"]))
 
     return 0 if ok(tk, False) and (args.no_collection or ok(col, True)) else 1
 

@@ -95,6 +95,23 @@ from .controllers.podutil import get_condition, node_affinity_matches, node_read
 
 log = logging.getLogger("harvester_sim.invariants")
 
+#: Outcome kinds: how an upgrade treated the workloads and left the cluster, by its own design
+#: (a VM shut down gracefully that could have migrated; the end-state checks once it
+#: Succeeded). upgrade-toolkit 5ac1bbe, for one, shuts down what its detector names
+#: non-migratable, restarts none of them and ends without waiting for the last node's replicas.
+#: Every other kind, including one added later, harms on the spot while the upgrade runs (a
+#: guest killed, a VMI on two nodes, data without a healthy replica, a budget, quorum or
+#: availability limit broken, a check that could not run).
+OUTCOME_KINDS = frozenset({
+    "vm_restarted_not_migrated", "vm_not_running_at_end", "volume_not_fully_replicated",
+    "setting_not_restored", "upgrade_taint_left", "hook_annotation_left", "node_left_cordoned",
+})
+
+
+def harms_on_the_spot(violation: dict[str, Any]) -> bool:
+    """Whether ``violation`` harms while the upgrade runs (not one of :data:`OUTCOME_KINDS`)."""
+    return str(violation.get("kind")) not in OUTCOME_KINDS
+
 Obj = dict[str, Any]
 Key = tuple[str, str]
 

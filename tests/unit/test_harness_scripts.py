@@ -246,3 +246,19 @@ def test_run_all_records_the_skipped_toolkit_under_its_key(
     assert run_all.main([*args, "--no-toolkit"]) == 0
     latest = json.loads((tmp_path / "results" / "latest.json").read_text())
     assert latest["toolkit_side_by_side"] == {"skipped": "--no-toolkit"}
+
+
+def test_toolkit_is_held_to_what_harms_on_the_spot(tmp_path: Path) -> None:
+    """The toolkit's outcome kinds (VMs it shut down and never restarts, replicas still
+    rebuilding) are counted apart from what harms while it runs; a kind the classification
+    does not know counts as harm."""
+    pytest.importorskip("harvester_sim")
+    rep = _report({"upgrade-toolkit": 200}, 14, ["default/pinned"])
+    rep["invariant_violations"] = [{"kind": "vm_not_running_at_end"},
+                                   {"kind": "volume_not_fully_replicated"},
+                                   {"kind": "vm_killed"}, {"kind": "a_kind_added_later"}]
+    fig = toolkit_peer.report_figures(rep, lambda a: a == "upgrade-toolkit")
+    assert (fig["violations"], fig["violations_on_the_spot"]) == (4, 2)
+    table = toolkit_peer.side_by_side(fig, None)
+    assert any(line.split()[:5] == ["of", "which", "harm", "on", "the"] and
+               line.split()[-3] == "2" for line in table), table
