@@ -9,11 +9,14 @@ the repository root on ``sys.path``). Waiting for the simulated cluster is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,20 @@ def collection_link() -> None:
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(Path("..") / "..")
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing listens, for as long as the context lasts.
+
+    The socket stays bound (never listening, no ``SO_REUSEADDR``): a connection to the port is
+    refused, no other server (a simulator of the other test worker) can bind it meanwhile, and
+    the kernel does not pick it as the source port of an outgoing connection (a connection to
+    a free port of the ephemeral range can otherwise connect to itself). A port merely freed
+    again after ``bind`` has none of these guarantees."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 def ansible_env(sim: Any = None, *, kubeconfig: str | Path | None = None,

@@ -259,13 +259,15 @@ def test_unknown_context(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the socket stays bound, never listening, for the whole export: connecting is refused,
+    # and neither another server nor an outgoing connection's source port can take the port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}")
-    monkeypatch.setenv("KUBECONFIG", str(kc))  # the usual KUBECONFIG, no --kubeconfig
-    out = tmp_path / "x.yaml"
-    rc, err = _run(["export", "-o", str(out)], capsys)
+        kc = _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}")
+        monkeypatch.setenv("KUBECONFIG", str(kc))  # the usual KUBECONFIG, no --kubeconfig
+        out = tmp_path / "x.yaml"
+        rc, err = _run(["export", "-o", str(out)], capsys)
     assert rc == 2, err
     assert f"cannot reach the API server https://127.0.0.1:{port} (context c)" in err
     assert "refused" in err.lower()

@@ -202,6 +202,43 @@ def test_detached_volume_keeps_its_replicas_through_a_reboot(
     wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
 
 
+def test_attaching_waits_for_a_starting_instance_manager(
+        world_factory: Callable[..., World]) -> None:
+    """A volume attaching while a Ready node's instance manager is starting (recreated after
+    the node's reboot, not running yet) keeps that node's replica: longhorn-manager
+    (``openVolumeDependentResources``, ``canInstanceManagerLaunchReplica``) fails a replica
+    only when its node is down or deleted or its instance manager stopped; a starting one
+    launches it. (A single node's reboot: the repo Deployment's new pod may mount its volume
+    before the instance manager runs again.)"""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    w.timings.pod_start_s = 1e6       # the recreated instance manager stays starting
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    old = w.client.patch("v1", "Pod", longhorn.im_name("node-1"),
+                         {"status": {"phase": "Failed"}}, NS, subresource="status")
+    wait_for(lambda: not im_up(w, "node-1"), what="instance manager down")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+
+    def starting() -> bool:
+        p = w.client.try_get("v1", "Pod", longhorn.im_name("node-1"), NS)
+        return bool(p) and p["metadata"]["uid"] != old["metadata"]["uid"]
+    wait_for(starting, what="instance manager recreated")
+    assert not im_up(w, "node-1")
+    attach(w, "node-1")
+    wait_for(lambda: (volume(w).get("status") or {}).get("state") == "attached",
+             what="attached")
+    assert not [r for r in w.client.list(API, "Replica", NS) if r["spec"].get("failedAt")]
+    assert robustness(w) == "healthy"
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Running"}},
+                   NS, subresource="status")
+    wait_for(lambda: im_up(w, "node-1"), what="instance manager running")
+    assert robustness(w) == "healthy"
+    assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_failed"]
+
+
 def test_instance_manager_pdb_blocks_the_last_healthy_replica(
         world_factory: Callable[..., World]) -> None:
     w = world_factory()

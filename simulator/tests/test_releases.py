@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import http.client
 import io
-import time
+import threading
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from harvester_sim.releases import (
     sha512,
     version_key,
 )
+from harvester_sim.releases import server as server_module
 from harvester_sim.releases.iso import build_iso_uncached
 
 
@@ -48,6 +50,43 @@ def _no_faults(server: ReleaseServer) -> Iterator[None]:
     server.speed = 1000.0
     yield
     server.clear_fault()
+
+
+class PacingClock:
+    """The release server's wall clock for one test, advanced only by the server's own pacing
+    waits: a paced body then takes exactly the wall time the model gives it, however long the
+    (loaded) machine takes to move the bytes. Stands in for the server's stop Event too, whose
+    ``wait`` is the pacing sleep."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.t = 0.0
+        self._stop = stop
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def wait(self, seconds: float) -> bool:
+        if self._stop.is_set():
+            return True
+        self.t += seconds
+        return False
+
+    def is_set(self) -> bool:
+        return self._stop.is_set()
+
+    def set(self) -> None:
+        self._stop.set()
+
+    def clear(self) -> None:
+        self._stop.clear()
+
+
+@pytest.fixture
+def paced(server: ReleaseServer, monkeypatch: pytest.MonkeyPatch) -> PacingClock:
+    clock = PacingClock(server._stop)
+    monkeypatch.setattr(server_module, "Clock", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(server, "_stop", clock)
+    return clock
 
 
 def _get(url: str, headers: dict[str, str] | None = None,
@@ -279,36 +318,32 @@ def test_fault_times_limits_uses(server: ReleaseServer) -> None:
     assert server.fault_for("v1.6.1") is None
 
 
-def test_fault_slow_takes_measurably_longer(server: ReleaseServer) -> None:
+def test_fault_slow_takes_measurably_longer(server: ReleaseServer, paced: PacingClock) -> None:
     url = server.url_for("v1.5.1")
-    t0 = time.monotonic()
     _get(url)
-    fast = time.monotonic() - t0
+    assert paced.t == 0                      # unthrottled: no pacing at all
     nominal = server.nominal_size("v1.5.1")
     # the whole (nominal ~6.5 GB) ISO in 500 simulated s = 0.5 wall s at speed 1000
     server.set_fault("v1.5.1", "slow", rate_bytes_per_s=nominal / 500)
     assert server.expected_seconds("v1.5.1") == pytest.approx(500)
     assert server.expected_wall_seconds("v1.5.1") == pytest.approx(0.5)
-    t0 = time.monotonic()
     status, _, body = _get(url)
-    slow = time.monotonic() - t0
     assert status == 200 and body == server.iso_bytes("v1.5.1")
-    assert slow >= 0.45 and slow > fast + 0.3
+    assert paced.t == pytest.approx(0.5)
     # the same fault at a higher speed is proportionally faster
     server.speed = 5000.0
-    t0 = time.monotonic()
+    t0 = paced.t
     _get(url)
-    assert time.monotonic() - t0 < slow / 2
+    assert paced.t - t0 == pytest.approx(0.1)
 
 
-def test_base_rate_models_download_time(server: ReleaseServer) -> None:
+def test_base_rate_models_download_time(server: ReleaseServer, paced: PacingClock) -> None:
     server.rate_bytes_per_s = server.nominal_size("v1.6.1") / 200   # 200 simulated s
     server.speed = 1000.0
-    t0 = time.monotonic()
     half = len(server.iso_bytes("v1.6.1")) // 2
-    status, _, _ = _get(server.url_for("v1.6.1"), {"Range": f"bytes=0-{half - 1}"})
-    took = time.monotonic() - t0
-    assert status == 206 and 0.08 <= took < 1.0   # half the ISO: ~0.1 wall s
+    status, _, body = _get(server.url_for("v1.6.1"), {"Range": f"bytes=0-{half - 1}"})
+    assert status == 206 and len(body) == half
+    assert paced.t == pytest.approx(0.1, rel=0.01)   # half the ISO: half of 0.2 wall s
 
 
 def test_release_type_is_hashable_value() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testkit import PLAN_API, install_plan_crd
+from testkit import PLAN_API, closed_port, install_plan_crd
 
 pytest.importorskip("harvester_sim")
 
@@ -109,24 +109,21 @@ def _drop_plans(sim: Any) -> None:
         c.delete(PLAN_API, "UpgradePlan", name)
 
 
-def _kubeconfig(sim: Any, tmp: Path, name: str, edit: Any) -> dict[str, str]:
+def _kubeconfig(sim: Any, tmp: Path, name: str, edit: Any,
+                stack: contextlib.ExitStack) -> dict[str, str]:
     kc = yaml.safe_load(sim.kubeconfig.read_text())
-    edit(kc)
+    edit(kc, stack)
     p = tmp / f"kubeconfig-{name}"
     p.write_text(yaml.safe_dump(kc))
     return dict(sim.env_for(p))
 
 
-def _closed_port(kc: dict[str, Any]) -> None:
-    import socket
-
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def _closed_port(kc: dict[str, Any], stack: contextlib.ExitStack) -> None:
+    port = stack.enter_context(closed_port())   # held until the row is over
     kc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
 
 
-def _wrong_ca(kc: dict[str, Any]) -> None:
+def _wrong_ca(kc: dict[str, Any], stack: contextlib.ExitStack) -> None:
     import base64
 
     from harvester_sim.api import tls
@@ -135,7 +132,7 @@ def _wrong_ca(kc: dict[str, Any]) -> None:
         tls.generate().ca_pem).decode()
 
 
-def _wrong_token(kc: dict[str, Any]) -> None:
+def _wrong_token(kc: dict[str, Any], stack: contextlib.ExitStack) -> None:
     kc["users"][0]["user"]["token"] = "not-a-valid-token"
 
 
@@ -196,14 +193,15 @@ def test_bad_input(row: str, sim: Any, tmp_path: Path, playbook: Any,
     if reason:
         request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
     env: dict[str, str] | None = None
-    if env_edit == "nobody":
-        env = dict(sim.env_for(sim.sa_kubeconfigs["harvester-system/nobody"]))
-    elif env_edit is not None:
-        env = _kubeconfig(sim, tmp_path, row.split()[0], env_edit)
-    before = collection_writes(sim)
-    res = playbook(sim, "upgrade.yml", tags="preflight", extra_vars={**PREFLIGHT, **extra},
-                   env=env, timeout=300)
-    after = collection_writes(sim)
+    with contextlib.ExitStack() as stack:   # what an editor holds lasts for the row's run
+        if env_edit == "nobody":
+            env = dict(sim.env_for(sim.sa_kubeconfigs["harvester-system/nobody"]))
+        elif env_edit is not None:
+            env = _kubeconfig(sim, tmp_path, row.split()[0], env_edit, stack)
+        before = collection_writes(sim)
+        res = playbook(sim, "upgrade.yml", tags="preflight",
+                       extra_vars={**PREFLIGHT, **extra}, env=env, timeout=300)
+        after = collection_writes(sim)
     _drop_plans(sim)  # an accepted row must not leave a plan for the next rows to adopt
     assert res.rc != 0, f"{row}: accepted\n{res}"
     missing = [e for e in expect if e.lower() not in res.output.lower()]

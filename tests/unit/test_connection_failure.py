@@ -3,7 +3,8 @@ configuration, and why (not urllib3's retry chain)."""
 
 from __future__ import annotations
 
-import socket
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,13 +16,18 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     client,
     connection,
 )
+from testkit import closed_port
 
 
 @pytest.fixture(autouse=True)
-def fresh_client_state() -> Any:
+def fresh_client_state(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """kubernetes.core keeps clients per configuration digest and the kubernetes client a
-    default configuration per process: each test starts without them."""
+    default configuration per process: each test starts without them. Its discovery cache
+    (``$TMPDIR/k8srcp-<sha of host+user>.json``) goes to the test's own directory: a file a
+    simulator left in /tmp for the same address (its port reused here) would answer the
+    version and discovery without a connection, and connecting would succeed."""
     import kubernetes
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as kc
     kc._pool.clear()
     kubernetes.client.Configuration.set_default(None)
@@ -30,14 +36,14 @@ def fresh_client_state() -> Any:
     kubernetes.client.Configuration.set_default(None)
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@pytest.fixture
+def port() -> Iterator[int]:
+    """A port nothing listens on, held for the whole test (:func:`testkit.closed_port`)."""
+    with closed_port() as p:
+        yield p
 
 
-def test_refused_connection_names_the_address_the_source_and_the_cause() -> None:
-    port = closed_port()
+def test_refused_connection_names_the_address_the_source_and_the_cause(port: int) -> None:
     pool = urllib3.HTTPSConnectionPool("127.0.0.1", port, retries=False)
     with pytest.raises(urllib3.exceptions.NewConnectionError) as raw:
         pool.urlopen("GET", "/version", retries=False)
@@ -83,8 +89,7 @@ class FakeModule:
         pass
 
 
-def test_from_module_fails_the_module_with_the_one_line(tmp_path: Any) -> None:
-    port = closed_port()
+def test_from_module_fails_the_module_with_the_one_line(tmp_path: Any, port: int) -> None:
     kc = tmp_path / "kubeconfig"
     kc.write_text(f"""apiVersion: v1
 kind: Config
@@ -100,10 +105,9 @@ current-context: x
                         f"(kubeconfig {kc}): connection refused"]
 
 
-def test_node_modules_and_the_inventory_connect_the_same_way() -> None:
+def test_node_modules_and_the_inventory_connect_the_same_way(port: int) -> None:
     """Connecting without a module (node modules, the nodes inventory plugin) raises the same
     one line as an ApiError."""
-    port = closed_port()
     with pytest.raises(client.ApiError) as err:
         client.Kube.from_options(host=f"https://127.0.0.1:{port}", api_key="t")
     assert err.value.message == (f"cannot reach the Kubernetes API at https://127.0.0.1:{port}"

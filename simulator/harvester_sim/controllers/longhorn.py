@@ -8,7 +8,10 @@
 * Replicas live in their node's instance manager: a pod ``instance-manager-<hash>`` in
   ``longhorn-system`` per node. When that pod dies (node reboot, eviction) the node's
   replicas of attached volumes fail (``spec.failedAt``, ``status.currentState: error``;
-  a detached volume's replicas run no process and keep their data) and volumes become
+  a detached volume's replicas run no process and keep their data; attaching it fails those
+  whose node is down or whose instance manager a drain holds back, while those of a Ready
+  node whose instance manager is starting again wait for it, as
+  ``canInstanceManagerLaunchReplica`` has it) and volumes become
   ``degraded`` (``faulted`` with no healthy replica). The pod is recreated once the node is
   Ready and either schedulable or rebooted (so a drain does not loop on it); the failed
   replicas then rebuild for ``timings.replica_rebuild_s`` and are healthy again.
@@ -232,8 +235,7 @@ class Longhorn:
             if phase in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
                 self.c.delete("v1", "Pod", name, NS, grace_period=0)
             return
-        if (n.get("spec") or {}).get("unschedulable") and node not in self.rebooted and \
-                node in self.im_up:
+        if self._im_held_back(node, n):
             return  # being drained: Longhorn's manager waits for the node to come back
         self.rebooted.discard(node)
         self._ensure_namespace()
@@ -266,6 +268,22 @@ class Longhorn:
                 except ApiError:
                     pass
             self.world.runtime.after(self.timings.pod_start_s, run)
+
+    def _im_held_back(self, node: str, n: Obj) -> bool:
+        """The instance manager of a cordoned node that went away without a reboot (a drain
+        evicted it) is not recreated until the node reboots or is uncordoned."""
+        return bool((n.get("spec") or {}).get("unschedulable")) and \
+            node not in self.rebooted and node in self.im_up
+
+    def _im_can_launch(self, node: str) -> bool:
+        """longhorn-manager ``canInstanceManagerLaunchReplica``: the node is neither down nor
+        deleted and its instance manager is running or starting. A Ready node's instance
+        manager that is not running is being (re)created (``_ensure_im``), i.e. starting,
+        unless a drain holds it back (stopped)."""
+        if self.im_up.get(node, True):
+            return True
+        n = self.nodes.get(node)
+        return n is not None and _ready(n) and not self._im_held_back(node, n)
 
     def _on_pod(self, type_: str, obj: Obj, old: Obj | None) -> None:
         md = obj["metadata"]
@@ -607,10 +625,14 @@ class Longhorn:
         if node == v.attached:
             return
         v.attached = node
-        if node:   # attaching starts the replicas: those on a node without its IM fail
+        if node:
+            # attaching starts the replicas (volume_controller.go
+            # ``openVolumeDependentResources``): one whose instance manager cannot launch it
+            # (node down or deleted, instance manager stopped) fails; one whose instance
+            # manager is starting (a Ready node's, just rebooted) waits for it
             for rn in sorted(self.reps_by_vol.get(v.name, ())):
                 r = self.reps.get(rn)
-                if r is not None and not self.im_up.get(r.node, True):
+                if r is not None and not self._im_can_launch(r.node):
                     self._fail_replica(r, "instance manager on the node is gone")
 
         def eng(cur: Obj) -> Obj:
