@@ -37,7 +37,10 @@ from typing import Any, TypeVar
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    discovery_cache,
+    waiting,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
     connection_failure,
     warn_insecure,
@@ -216,13 +219,16 @@ class Kube:
         key = (api_version, kind)
         if key not in self._resources:
             from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
             try:
+                # only the kind's group version is read (again, when it lacks the kind), never
+                # the whole discovery (discovery_cache)
                 self._resources[key] = call_with_retry(
-                    lambda: self.dyn.resources.get(api_version=api_version, kind=kind))
+                    lambda: discovery_cache.lookup(self.dyn, api_version, kind))
             except ResourceNotFoundError as exc:
                 raise NotServed(404, "NotServed", f"{kind}.{api_version} is not served") from exc
-            except ApiError as exc:
-                if exc.reason == "ResourceNotFoundError":
+            except ApiError as exc:   # (the retry turns the exceptions it does not know here)
+                if exc.reason in ("ResourceNotFoundError", discovery_cache.Unserved.__name__):
                     raise NotServed(404, "NotServed",
                                     f"{kind}.{api_version} is not served") from exc
                 raise
@@ -239,7 +245,7 @@ class Kube:
         except ApiError as exc:
             if not unserved_path(exc) or isinstance(exc, NotServed):
                 raise
-        self.invalidate()
+        self.invalidate(api_version)
         return call(self.resource(api_version, kind))
 
     def served(self, api_version: str, kind: str) -> bool:
@@ -249,9 +255,14 @@ class Kube:
         except NotServed:
             return False
 
-    def invalidate(self) -> None:
-        """Forget discovery (after installing a CRD)."""
+    def invalidate(self, api_version: str | None = None) -> None:
+        """Forget discovery: of ``api_version``'s group version (one of its kinds answered
+        404 for its path, a CRD of it was installed), or everything (the disk cache may
+        describe another cluster that was at this address)."""
         self._resources.clear()
+        if api_version is not None and discovery_cache.forgettable(self.dyn):
+            discovery_cache.forget(self.dyn, api_version)
+            return
         try:
             self.dyn.resources.invalidate_cache()
         except AttributeError:
