@@ -167,6 +167,7 @@ class Kube:
         self.dyn = dyn
         self.check_mode = check_mode
         self._resources: dict[tuple[str, str], Any] = {}
+        self._seeds: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
 
     @classmethod
     def from_options(cls, check_mode: bool = False, **auth: Any) -> Kube:
@@ -286,6 +287,11 @@ class Kube:
                      ) -> tuple[list[dict[str, Any]], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
         field_selector = secret_selector(kind, namespace, field_selector)
+        seeds = getattr(self, "_seeds", None)
+        seeded = seeds.pop((api_version, kind, namespace, label_selector or None,
+                            field_selector), None) if seeds else None
+        if seeded is not None:
+            return [dict(seeded[0])], seeded[1]
         kw: dict[str, Any] = {"namespace": namespace}
         if label_selector:
             kw["label_selector"] = label_selector
@@ -318,6 +324,19 @@ class Kube:
         ns = (obj.get("metadata") or {}).get("namespace")
         return self.on_resource(obj["apiVersion"], obj["kind"], lambda res: call_with_retry(
             lambda: _raw(res.create, body=obj, namespace=ns)))
+
+    def seed(self, obj: dict[str, Any]) -> None:
+        """Answer the next list of ``obj`` by name (its kind and namespace, field selector
+        ``metadata.name=<name>``; once) with ``obj`` as this client just wrote it, at its
+        resourceVersion, instead of a request: a wait on an object the caller created lists
+        it to start its watch from that resourceVersion, and every change after it arrives
+        as an event. Call it right before such a wait."""
+        md = obj.get("metadata") or {}
+        rv = str(md.get("resourceVersion") or "")
+        if not rv or not md.get("name") or not obj.get("apiVersion") or not obj.get("kind"):
+            return
+        self._seeds[(obj["apiVersion"], obj["kind"], md.get("namespace"), None,
+                     f"metadata.name={md['name']}")] = (dict(obj), rv)
 
     def create_in(self, api_version: str, kind: str, body: dict[str, Any],
                   namespace: str | None = None) -> dict[str, Any]:
