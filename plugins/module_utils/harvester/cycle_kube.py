@@ -36,9 +36,11 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.inform
     rv_int,
 )
 
-# kept for the whole cycle: nothing in a node's upgrade changes them
+# kept for the whole cycle: nothing in a node's upgrade changes them (the KubeVirt CR's
+# version, which picks the migration mechanism, changes with Harvester's chart upgrade in the
+# ClusterUpgrade phase, before any node: the head start and the evacuation read it once)
 STABLE_LISTS = {c.CAPI_MACHINE}
-STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING}
+STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING, c.KUBEVIRT}
 # steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
 # last list read in the cycle is good enough there)
 VMI_FRESH_STEPS = ("gate", "evacuate", "restore")

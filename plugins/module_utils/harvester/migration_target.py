@@ -30,6 +30,10 @@ import json
 import re
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+
 ADDED_NODE_SELECTOR = "addedNodeSelector"
 HARVESTER_ACTION = "harvester-migrate-action"
 ADDED_NODE_SELECTOR_SINCE = (1, 6, 0)
@@ -67,7 +71,7 @@ def detect(kube: Any) -> dict[str, Any]:
     """``{"mechanism", "kubevirt", "source", "why"}`` for this cluster, now."""
     kv = None
     try:
-        kv = kube.get("kubevirt.io/v1", "KubeVirt", "kubevirt", KUBEVIRT_NS)
+        kv = kube.get(*c.KUBEVIRT, "kubevirt", KUBEVIRT_NS)
     except Exception:  # noqa: BLE001 - not served / not allowed: try the schema
         kv = None
     st = (kv or {}).get("status") or {}
