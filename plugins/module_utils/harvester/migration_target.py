@@ -116,6 +116,21 @@ class ActionRefused(Exception):
         self.text = message
 
 
+def action_refuses(vmi: dict[str, Any] | None) -> str | None:
+    """Why Harvester's migrate action refuses this VMI whatever the moment, from its spec
+    alone: a CD-ROM disk or a container disk volume (``ValidateVMMigratable`` /
+    ``VMContainsCDRomOrContainerDisk``, harvester/harvester pkg/util/virtualmachineinstance,
+    v1.5.0 and v1.6.0); None when only the action can tell (its checks of the VMI's state and
+    of the target). Such a VM is sent without a target instead of through a doomed POST."""
+    spec = (vmi or {}).get("spec") or {}
+    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
+    if any(isinstance(d, dict) and d.get("cdrom") is not None for d in disks) or any(
+            isinstance(v, dict) and v.get("containerDisk") is not None
+            for v in spec.get("volumes") or []):
+        return "CD-ROM or container disk is set"
+    return None
+
+
 def harvester_migrate(kube: Any, namespace: str, name: str, node: str) -> None:
     """POST Harvester's ``migrate`` action with ``{"nodeName": node}``; raises
     :class:`ActionRefused` unless Harvester answers 204 (it created the migration)."""

@@ -241,6 +241,11 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             if not target_aware and _kubevirt_evacuates(vmi):
                 requeue.append(move)     # KubeVirt's evacuation controller will start one
                 continue
+            refused = mt.action_refuses(vmi) if mechanism == mt.HARVESTER_ACTION and \
+                target_aware and move.target else None
+            if refused:   # Harvester's policy for its action; KubeVirt migrates such a VM
+                move = ev.Move(move.vm, None, f"{move.why}; Harvester's migrate action "
+                               f"refuses it ({refused}): KubeVirt chooses")
             try:
                 start(move, migs)
             except mt.ActionRefused as exc:
