@@ -148,13 +148,15 @@ class _Server:
             for kind in self.served[gv]])
 
 
-def test_a_kind_not_cached_rereads_its_group_version_only(tmp_path: Any) -> None:
+def test_a_kind_not_cached_rereads_its_group_version_only(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """kubernetes' discoverer answers a kind it has not cached by throwing the whole cache
     away (every group version read again, by every later module of the run): Kube reads
     again only the kind's group version, or the group list for a group version it does not
     know, and keeps the rest."""
     k8s_discovery = pytest.importorskip(
         "ansible_collections.kubernetes.core.plugins.module_utils.client.discovery")
+    monkeypatch.setattr(discovery_cache, "GROUPS_FRESH_SECONDS", 0.0)
     server = _Server({"v1": ["Namespace"], "example.io/v1": ["Thing"],
                       "other.io/v1": ["Widget"]})
     disc = k8s_discovery.LazyDiscoverer(server, str(tmp_path / "cache.json"))
@@ -185,3 +187,31 @@ def test_a_kind_not_cached_rereads_its_group_version_only(tmp_path: Any) -> None
     del server.served["other.io/v1"]                         # a whole group removed
     assert not fresh.served("other.io/v1", "Gizmo")
     assert server.paths == ["apis/other.io/v1", "apis"]
+
+    # asked again at once (an UpgradePlan before its CRD), the group list just read answers
+    monkeypatch.setattr(discovery_cache, "GROUPS_FRESH_SECONDS", 60.0)
+    discovery_cache.forget_groups(fresh.dyn)
+    del server.paths[:]
+    assert not fresh.served("plans.io/v1", "Plan")
+    assert not fresh.served("plans.io/v1", "Plan")
+    assert server.paths == ["apis"]
+    fresh.invalidate("plans.io/v1")                          # its CRD installed
+    server.served["plans.io/v1"] = ["Plan"]
+    assert fresh.served("plans.io/v1", "Plan")
+    assert server.paths == ["apis", "apis", "apis/plans.io/v1"]
+
+
+def test_a_fresh_discoverer_is_not_invalidated_again(tmp_path: Any) -> None:
+    """The first module of a run throws the disk cache away (it may describe another cluster
+    that was at this address): a discoverer that holds nothing but the group list it has just
+    read is left as it is."""
+    k8s_discovery = pytest.importorskip(
+        "ansible_collections.kubernetes.core.plugins.module_utils.client.discovery")
+    server = _Server({"v1": ["Namespace"], "example.io/v1": ["Thing"]})
+    disc = k8s_discovery.LazyDiscoverer(server, str(tmp_path / "cache.json"))
+    kube = client.Kube(type("Dyn", (), {"resources": disc, "client": server})())
+    kube.invalidate()
+    assert server.paths == ["version", "apis"]
+    assert kube.served("example.io/v1", "Thing")
+    kube.invalidate()                                        # now it holds a group version
+    assert server.paths == ["version", "apis", "apis/example.io/v1", "version", "apis"]

@@ -263,7 +263,10 @@ class Kube:
         self._resources.clear()
         if api_version is not None and discovery_cache.forgettable(self.dyn):
             discovery_cache.forget(self.dyn, api_version)
+            discovery_cache.forget_groups(self.dyn)
             return
+        if discovery_cache.nothing_discovered(self.dyn):
+            return   # only the group list, read as this client was made
         try:
             self.dyn.resources.invalidate_cache()
         except AttributeError:

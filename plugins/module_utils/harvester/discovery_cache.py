@@ -23,6 +23,7 @@ Namespace.
 from __future__ import annotations
 
 import atexit
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,13 +42,44 @@ def _group_versions(disc: Any, prefix: str, group: str) -> dict[str, Any] | None
     return dict(resources.get(prefix, {}).get(group) or {})
 
 
+# a group list read this recently answers again (one module asks for a kind of a group not
+# served several times in a row: an UpgradePlan before its CRD is installed)
+GROUPS_FRESH_SECONDS = 1.0
+
+
 def _reread_groups(disc: Any) -> None:
     """The group list again (``GET /apis``), keeping the resources cached of every group
-    version still listed; the core group (``/api/v1``) is kept as it was."""
+    version still listed; the core group (``/api/v1``) is kept as it was. Not again within
+    :data:`GROUPS_FRESH_SECONDS`."""
+    read_at = getattr(disc, "_groups_read_at", None)
+    if read_at is not None and time.monotonic() - read_at < GROUPS_FRESH_SECONDS:
+        return
     core = disc._cache["resources"].get("api")  # noqa: SLF001 - the discoverer's own cache
     disc.parse_api_groups(request_resources=False, update=True)
     if core is not None:
         disc._cache["resources"]["api"] = core  # noqa: SLF001
+    disc._groups_read_at = time.monotonic()
+
+
+def forget_groups(dyn: Any) -> None:
+    """The group list read last is not fresh any more (a CRD was installed)."""
+    disc = getattr(dyn, "resources", None)
+    if disc is not None and getattr(disc, "_groups_read_at", None) is not None:
+        disc._groups_read_at = None
+
+
+def nothing_discovered(dyn: Any) -> bool:
+    """kubernetes.core's discoverer of ``dyn`` holds the group list only (no group version
+    read yet): invalidating it would only read the server version and the group list again,
+    and :func:`prepare` already reads again whatever that list does not answer."""
+    if not forgettable(dyn):
+        return False
+    for prefix, groups in dyn.resources._cache["resources"].items():  # noqa: SLF001
+        for group, versions in groups.items():
+            for rg in versions.values():
+                if (prefix, group) != ("apis", "") and getattr(rg, "resources", None):
+                    return False
+    return True
 
 
 def prepare(dyn: Any, api_version: str, kind: str) -> None:
