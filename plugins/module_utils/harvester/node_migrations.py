@@ -94,8 +94,8 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     def start_by_action(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
         """Harvester creates the migration (``generateName: <vm>-``): the one of the VM that
         was not in the view before the action. The wait's watch brings it
-        (:func:`adopt_created`); the head start, which has no watch, lists the VM's
-        migrations once."""
+        (:func:`adopt_created`); the head start, which has no watch, lists the migrations
+        once after all its actions."""
         key, ns = move.vm.key, move.vm.namespace
         before = set(_migrations_of(migs, ns, move.vm.name))
         mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
@@ -104,10 +104,6 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         writer.event("VMMigrationStarted",
                      f"Migrating VM {key} off node {node} to {move.target} ({move.why}) "
                      f"through Harvester's migrate action, attempt {attempts[key]}")
-        if start_only and not adopt_created(key, {obj_key(m): m for m in kube.list(
-                VMI_API, VMIM_KIND, ns, f"{VMI_NAME_LABEL}={move.vm.name}")}):
-            active.pop(key)
-            raise mt.ActionRefused(204, "no migration of the VM found after the action")
 
     def adopt_created(key: str, migs: dict[str, dict[str, Any]]) -> bool:
         """The migration Harvester's action created for ``key`` (the newest of the VM's not
@@ -313,6 +309,13 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             kube, VMI_API, "VirtualMachineInstance")},
             VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
                 VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
+        asked = [key for key, info in active.items() if not info["name"]]
+        if asked:   # what Harvester's actions created, in one list
+            now = {obj_key(o): o for o in kube.list_with_rv(
+                VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}
+            for key in asked:
+                if not adopt_created(key, now):
+                    active.pop(key)   # not created after all: the node's own cycle moves it
         result["started"] = sorted(active)
         return
     try:
