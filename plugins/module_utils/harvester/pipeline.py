@@ -78,6 +78,9 @@ class Context:
     slice_seconds: float | None
     actions: list[str] = field(default_factory=list)
     progress: str = ""
+    # the phase was entered by this call: what it creates is not there yet (ensure creates
+    # first); a resumed or verified phase finds its objects (ensure reads first)
+    entered: bool = False
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -101,18 +104,30 @@ class Context:
     def ensure(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The object as it is, or created (recorded); ``None`` in check mode if absent.
 
-        Created first and read only when that fails (it exists: 409, or a webhook refused
-        a duplicate), one request where a read first took two; what was created answers the
-        wait that follows on it by name (:meth:`client.Kube.seed`)."""
+        In a phase this call entered (:attr:`entered`), created first and read only when
+        that fails (it exists: 409, or a webhook refused a duplicate), one request where a
+        read first took two; otherwise (a resumed or verified phase, whose objects are
+        there) read first. What was created answers the wait that follows on it by name
+        (:meth:`client.Kube.seed`)."""
         meta = obj["metadata"]
         api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], \
             meta.get("namespace")
         where = f" in {ns}" if ns else ""
-        if self.check_mode:
+        if self.check_mode or not self.entered:
             current = self.kube.get(api_version, kind, name, ns)
-            if current is None:
-                self.did(f"create {kind} {name}{where}")
-            return current
+            if current is not None:
+                return current
+            self.did(f"create {kind} {name}{where}")
+            if self.check_mode:
+                return None
+            try:
+                created = self.kube.create(obj)
+            except ApiError as exc:
+                if exc.status == 409:
+                    return self.kube.get(api_version, kind, name, ns)
+                raise
+            self.kube.seed(created)
+            return created
         try:
             created = self.kube.create(obj)
         except ApiError as exc:
@@ -221,6 +236,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             writer.update(lambda s: plan_status.start_phase(s, phase, writer.now(),
                                                             writer.generation))
             ctx.did(f"enter phase {phase.active}")
+            ctx.entered = True
         try:
             step = act(ctx)
         except Pending as pend:
