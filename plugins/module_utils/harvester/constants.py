@@ -48,6 +48,7 @@ VM = ("kubevirt.io/v1", "VirtualMachine")
 VMI = ("kubevirt.io/v1", "VirtualMachineInstance")
 VMIM = ("kubevirt.io/v1", "VirtualMachineInstanceMigration")
 KUBEVIRT = ("kubevirt.io/v1", "KubeVirt")
+CONFIGMAP = ("v1", "ConfigMap")
 
 # --- namespaces and well-known names --------------------------------------------------------
 UPGRADE_NS = "harvester-system"
