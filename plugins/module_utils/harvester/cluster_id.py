@@ -88,7 +88,7 @@ def lease_read(kube: Any) -> tuple[dict[str, Any] | None, float] | None:
     read = getattr(kube, "_lease_read", None)
     if read is not None:
         kube._lease_read = None  # noqa: SLF001
-    return read  # type: ignore[no-any-return]
+    return read
 
 
 def recorded(plan: dict[str, Any] | None) -> str:

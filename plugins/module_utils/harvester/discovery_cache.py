@@ -87,7 +87,7 @@ def prepare(dyn: Any, api_version: str, kind: str) -> None:
     ``kind`` in it, reading only that group version (or, for a group version it does not
     list, the group list) again; :class:`Unserved` when the cluster does not serve ``kind``.
     A discoverer of another shape (a test double) is left to itself."""
-    disc = getattr(dyn, "resources", None)
+    disc: Any = getattr(dyn, "resources", None)
     group, _sep, version = api_version.rpartition("/")
     prefix = "apis" if group else "api"
     versions = _group_versions(disc, prefix, group)

@@ -152,7 +152,7 @@ def hold(kube: Kube, module: Any) -> str | None:
     if cluster:
         remember_cluster(lease_uid, str(cluster))
     try:
-        kube._lock_lease_uid = lease_uid  # noqa: SLF001 - read by cluster_id
+        setattr(kube, "_lock_lease_uid", lease_uid)  # noqa: B010 - read by cluster_id
     except AttributeError:
         pass
     _install_signal()
