@@ -111,6 +111,10 @@ def test_the_run_reads_kube_system_once_and_then_knows_the_cluster_by_its_lease(
     read = cluster_id.lease_read(later)                      # kept for the lock, once
     assert read is not None and read[0]["metadata"]["uid"] == "lease-1"
     assert cluster_id.lease_read(later) is None
+    stale = ClusterKube("uid-a", "lease-1")
+    cluster_id.cluster_uid(stale)
+    stale._lease_read = (stale._lease_read[0], stale._lease_read[1] - 5)  # read 5 s ago
+    assert cluster_id.lease_read(stale) is None              # the lock reads it again
     plan_writer.same_cluster(later, plan("p", "uid-a"))
 
     # another cluster behind the same kubeconfig: another Lease, or none

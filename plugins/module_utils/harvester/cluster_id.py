@@ -82,13 +82,21 @@ def _proven_by_lease(kube: Any) -> str:
     return uid
 
 
+# a Lease read older than this is not decided on by the lock (it reads the Lease again)
+LEASE_READ_FRESH = 1.0
+
+
 def lease_read(kube: Any) -> tuple[dict[str, Any] | None, float] | None:
     """The lock Lease as :func:`cluster_uid` read it in this module (the lease or None, and
-    the monotonic time before the request), once; None if it did not read it."""
+    the monotonic time before the request), once, if that was less than
+    :data:`LEASE_READ_FRESH` seconds ago; None otherwise."""
     read = getattr(kube, "_lease_read", None)
-    if read is not None:
-        kube._lease_read = None  # noqa: SLF001
-    return read
+    if read is None:
+        return None
+    kube._lease_read = None  # noqa: SLF001
+    if time.monotonic() - float(read[1]) >= LEASE_READ_FRESH:
+        return None
+    return read  # type: ignore[no-any-return]
 
 
 def recorded(plan: dict[str, Any] | None) -> str:
