@@ -193,14 +193,15 @@ def main() -> None:
         writer = plan_writer.PlanWriter(kube, plan, module.check_mode)
         out["plan"] = writer.name
         rel = phases.relation(writer.status.get("currentPhase"), INITIALIZE)
+        seen: dict[str, Any] = {}   # what the fields read: the facts do not read it again
         if rel in ("next", "active"):
             lock.hold(kube, module)   # fails at once if another run holds the lock
             if rel == "next":
                 writer.update(lambda s: plan_status.initialize(s, writer.now(),
                                                                writer.generation))
-            fields = phase_initialize.initialize_fields(kube, writer.plan)
+            fields = phase_initialize.initialize_fields(kube, writer.plan, seen)
             writer.set_fields(fields)
-        facts = phase_initialize.gather_facts(kube, writer.plan, p)
+        facts = phase_initialize.gather_facts(kube, writer.plan, p, seen)
         results = preflight_checks.run_all(facts, p["skip_checks"])
         summary = preflight_checks.summary(results)
         out.update(checks=[r.as_dict() for r in results],

@@ -289,7 +289,7 @@ def ensure_crd(kube: Kube, check_mode: bool) -> bool:
     if kube.get(*c.CRD, c.PLAN_CRD_NAME) is None:
         kube.create(crd.definition())
     for _attempt in range(60):   # discovery catches up within seconds
-        kube.invalidate()
+        kube.invalidate(c.PLAN_API_VERSION)
         if kube.served(c.PLAN_API_VERSION, c.PLAN_KIND):
             return True
         time.sleep(0.5)

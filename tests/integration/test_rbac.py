@@ -105,6 +105,12 @@ NOT_ON_THE_HAPPY_PATH = {
     ("default", "", "events", "patch"),
     # a machine-plan Secret read by name outside the node cycle's informer
     ("fleet-local", "", "secrets", "get"),
+    # a phase's object read only when creating it fails (it exists: a resumed phase), or in
+    # check mode (pipeline.Context.ensure creates first)
+    (None, "harvesterhci.io", "virtualmachineimages", "get"),
+    ("harvester-system", "apps", "deployments", "get"),
+    ("harvester-system", "", "services", "get"),
+    ("cattle-system", "upgrade.cattle.io", "plans", "get"),
     # the descheduler Addon enabled (Harvester v1.7.0+)
     ("kube-system", "harvesterhci.io", "addons", "patch"),
 }

@@ -94,3 +94,30 @@ def test_threads_parsing_side_by_side_resume_gc_once_all_are_done(
     t.join(5)
     assert during_first == [False]
     assert gc.isenabled()
+
+
+def test_a_seeded_list_answers_the_wait_on_what_was_just_created() -> None:
+    """A wait on an object the caller just created starts its watch from the create's answer
+    (its resourceVersion) instead of listing it: once, for exactly that object."""
+    calls: list[dict[str, Any]] = []
+
+    class Res:
+        def get(self, **kw: Any) -> Any:
+            calls.append(kw)
+            return type("R", (), {"data": json.dumps({"metadata": {"resourceVersion": "9"},
+                                                      "items": []}).encode()})()
+
+    kube = client.Kube(type("Dyn", (), {})())
+    kube._resources[("batch/v1", "Job")] = Res()
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "5"}}
+    kube.seed(job)
+    assert kube.list_with_rv("batch/v1", "Job", "ns", field_selector="metadata.name=other") \
+        == ([], "9")
+    items, rv = kube.list_with_rv("batch/v1", "Job", "ns", field_selector="metadata.name=j")
+    assert (items, rv) == ([job], "5") and len(calls) == 1
+    assert kube.list_with_rv("batch/v1", "Job", "ns", field_selector="metadata.name=j") \
+        == ([], "9")                                       # once: then the server answers
+    kube.seed({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})
+    assert kube.list_with_rv("batch/v1", "Job", None, field_selector="metadata.name=j") \
+        == ([], "9")                                       # no resourceVersion: not seeded

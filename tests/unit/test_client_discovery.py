@@ -110,3 +110,108 @@ def test_nothing_discovered_writes_nothing() -> None:
     discovery_cache.defer_discovery_writes(type("Dyn", (), {"resources": disc})())
     discovery_cache.flush_discovery_cache()
     assert disc.writes == 0
+
+
+class _Server:
+    """What a discovery client reads of an API server: the groups and the kinds of each group
+    version (``served``); ``paths`` lists every request."""
+
+    def __init__(self, served: dict[str, list[str]]) -> None:
+        self.served = served
+        self.paths: list[str] = []
+        self.configuration = type("Conf", (), {"host": "https://discovery.test:1"})()
+
+    def request(self, method: str, path: str, serializer: Any = None, **_kw: Any) -> Any:
+        from types import SimpleNamespace
+        self.paths.append(path.lstrip("/"))
+        path = path.lstrip("/")
+        if path == "version":
+            return {"major": "1", "minor": "31"}
+        if path == "apis":
+            groups: dict[str, list[str]] = {}
+            for gv in self.served:
+                if "/" in gv:
+                    group, version = gv.split("/")
+                    groups.setdefault(group, []).append(version)
+            return SimpleNamespace(groups=[
+                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}
+                                         for v in vs],
+                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+                for g, vs in groups.items()])
+        gv = path.split("/", 1)[1]
+        if gv not in self.served:
+            from kubernetes.dynamic.exceptions import NotFoundError
+            raise NotFoundError(type("E", (), {"status": 404, "reason": "NotFound",
+                                               "body": "", "headers": {}})())
+        return SimpleNamespace(resources=[
+            {"name": kind.lower() + "s", "kind": kind, "namespaced": True, "verbs": ["get"]}
+            for kind in self.served[gv]])
+
+
+def test_a_kind_not_cached_rereads_its_group_version_only(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubernetes' discoverer answers a kind it has not cached by throwing the whole cache
+    away (every group version read again, by every later module of the run): Kube reads
+    again only the kind's group version, or the group list for a group version it does not
+    know, and keeps the rest."""
+    k8s_discovery = pytest.importorskip(
+        "ansible_collections.kubernetes.core.plugins.module_utils.client.discovery")
+    monkeypatch.setattr(discovery_cache, "GROUPS_FRESH_SECONDS", 0.0)
+    server = _Server({"v1": ["Namespace"], "example.io/v1": ["Thing"],
+                      "other.io/v1": ["Widget"]})
+    disc = k8s_discovery.LazyDiscoverer(server, str(tmp_path / "cache.json"))
+    kube = client.Kube(type("Dyn", (), {"resources": disc, "client": server})())
+    assert server.paths == ["version", "apis"]
+    for api, kind in (("v1", "Namespace"), ("example.io/v1", "Thing"),
+                      ("other.io/v1", "Widget")):
+        assert kube.served(api, kind)
+    assert server.paths[2:] == ["api/v1", "apis/example.io/v1", "apis/other.io/v1"]
+
+    del server.paths[:]
+    assert not kube.served("example.io/v1", "Gadget")        # not served: its group version
+    assert server.paths == ["apis/example.io/v1"]
+    server.served["example.io/v1"].append("Gadget")          # a CRD installed since
+    assert kube.served("example.io/v1", "Gadget")
+    server.served["new.io/v1"] = ["Fresh"]                   # a new group
+    assert kube.served("new.io/v1", "Fresh")
+    assert not kube.served("absent.io/v1", "Nothing")        # a group nobody serves
+    assert server.paths == ["apis/example.io/v1", "apis/example.io/v1", "apis",
+                            "apis/new.io/v1", "apis"]
+    del server.paths[:]
+    fresh = client.Kube(type("Dyn", (), {"resources": disc, "client": server})())
+    for api, kind in (("v1", "Namespace"), ("example.io/v1", "Thing"),
+                      ("other.io/v1", "Widget"), ("new.io/v1", "Fresh")):
+        assert fresh.served(api, kind)
+    assert server.paths == []                                # everything else was kept
+
+    del server.served["other.io/v1"]                         # a whole group removed
+    assert not fresh.served("other.io/v1", "Gizmo")
+    assert server.paths == ["apis/other.io/v1", "apis"]
+
+    # asked again at once (an UpgradePlan before its CRD), the group list just read answers
+    monkeypatch.setattr(discovery_cache, "GROUPS_FRESH_SECONDS", 60.0)
+    discovery_cache.forget_groups(fresh.dyn)
+    del server.paths[:]
+    assert not fresh.served("plans.io/v1", "Plan")
+    assert not fresh.served("plans.io/v1", "Plan")
+    assert server.paths == ["apis"]
+    fresh.invalidate("plans.io/v1")                          # its CRD installed
+    server.served["plans.io/v1"] = ["Plan"]
+    assert fresh.served("plans.io/v1", "Plan")
+    assert server.paths == ["apis", "apis", "apis/plans.io/v1"]
+
+
+def test_a_fresh_discoverer_is_not_invalidated_again(tmp_path: Any) -> None:
+    """The first module of a run throws the disk cache away (it may describe another cluster
+    that was at this address): a discoverer that holds nothing but the group list it has just
+    read is left as it is."""
+    k8s_discovery = pytest.importorskip(
+        "ansible_collections.kubernetes.core.plugins.module_utils.client.discovery")
+    server = _Server({"v1": ["Namespace"], "example.io/v1": ["Thing"]})
+    disc = k8s_discovery.LazyDiscoverer(server, str(tmp_path / "cache.json"))
+    kube = client.Kube(type("Dyn", (), {"resources": disc, "client": server})())
+    kube.invalidate()
+    assert server.paths == ["version", "apis"]
+    assert kube.served("example.io/v1", "Thing")
+    kube.invalidate()                                        # now it holds a group version
+    assert server.paths == ["version", "apis", "apis/example.io/v1", "version", "apis"]

@@ -72,3 +72,59 @@ def test_cluster_uid_is_read_once_and_missing_is_an_error() -> None:
     assert kube.gets == 1
     with pytest.raises(cluster_id.ClusterMismatch, match="kube-system"):
         cluster_id.cluster_uid(FakeKube("", []))
+
+
+class ClusterKube(FakeKube):
+    """A cluster with kube-system uid ``uid`` and the lock Lease of uid ``lease_uid`` (None:
+    no Lease); counts the reads of each kind."""
+
+    def __init__(self, uid: str, lease_uid: str | None) -> None:
+        super().__init__(uid, [])
+        self.lease_uid = lease_uid
+        self.reads: list[str] = []
+
+    def get(self, api: str, kind: str, name: str, ns: str | None = None) -> Any:
+        self.reads.append(kind)
+        if kind == "Lease":
+            return None if self.lease_uid is None else {
+                "metadata": {"name": name, "namespace": ns, "uid": self.lease_uid}}
+        return super().get(api, kind, name, ns)
+
+
+def test_the_run_reads_kube_system_once_and_then_knows_the_cluster_by_its_lease(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module that read kube-system records it beside the uid of the lock Lease it holds
+    (lock.hold); a later module of the run that finds that very Lease (its uid is made by the
+    API server that created it) knows the cluster without reading kube-system; any other
+    Lease, or none, and kube-system is read again, so a plan of another cluster is refused
+    as before."""
+    lock_run = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_run")
+    monkeypatch.setenv("HARVESTER_UPGRADE_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(lock_run, "playbook_pid", lambda: 4242)
+    first = ClusterKube("uid-a", "lease-1")
+    assert cluster_id.cluster_uid(first) == "uid-a" and first.reads == ["Namespace"]
+    lock_run.remember_cluster("lease-1", "uid-a")            # what lock.hold then records
+
+    later = ClusterKube("uid-a", "lease-1")
+    assert cluster_id.cluster_uid(later) == "uid-a" and later.reads == ["Lease"]
+    read = cluster_id.lease_read(later)                      # kept for the lock, once
+    assert read is not None and read[0]["metadata"]["uid"] == "lease-1"
+    assert cluster_id.lease_read(later) is None
+    stale = ClusterKube("uid-a", "lease-1")
+    cluster_id.cluster_uid(stale)
+    stale._lease_read = (stale._lease_read[0], stale._lease_read[1] - 5)  # read 5 s ago
+    assert cluster_id.lease_read(stale) is None              # the lock reads it again
+    plan_writer.same_cluster(later, plan("p", "uid-a"))
+
+    # another cluster behind the same kubeconfig: another Lease, or none
+    for lease in ("lease-9", None):
+        other = ClusterKube("uid-b", lease)
+        with pytest.raises(plan_writer.PlanError, match="belongs to another cluster"):
+            plan_writer.same_cluster(other, plan("p", "uid-a"))
+        assert other.reads == ["Lease", "Namespace"]
+
+    # another run has no record: it reads kube-system
+    monkeypatch.setattr(lock_run, "playbook_pid", lambda: 4343)
+    fresh = ClusterKube("uid-a", "lease-1")
+    assert cluster_id.cluster_uid(fresh) == "uid-a" and fresh.reads == ["Namespace"]

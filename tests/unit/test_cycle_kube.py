@@ -115,3 +115,40 @@ def test_a_delete_with_preconditions_reaches_the_server() -> None:
     kube.delete("coordination.k8s.io/v1", "Lease", "harvester-upgrade-lock", "harvester-system",
                 preconditions=pre)
     assert sent and sent[0]["body"]["preconditions"] == pre, sent
+
+
+def test_the_restore_configmap_read_spans_a_step_boundary_until_a_wait_or_a_write() -> None:
+    """The restore-vm ConfigMap read as the evacuation ends answers the pre-drain step that
+    begins right after (nothing awaited in between); a wait or a write of ConfigMaps, and it
+    is read again. Other kinds are read afresh in each step."""
+    reads: list[str] = []
+
+    class GetRes:
+        def get(self, **kw: Any) -> Response:
+            reads.append(kw.get("name") or "")
+            return Response({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": kw.get("name"), "namespace": "ns",
+                                          "resourceVersion": str(len(reads))},
+                             "data": {"node-1": "default/vm"}})
+
+        def patch(self, **kw: Any) -> Response:
+            return Response({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": kw["name"], "namespace": "ns"}})
+
+    kube = cycle_kube.CycleKube(dyn_of(GetRes()))
+    kube.begin_step("evacuate")
+    assert kube.get("v1", "ConfigMap", "p-restore-vm", "ns")["data"] == {"node-1": "default/vm"}
+    kube.begin_step("answer_pre_drain")
+    kube.get("v1", "ConfigMap", "p-restore-vm", "ns")
+    assert reads == ["p-restore-vm"]
+    kube.forget()                                   # after every wait
+    kube.get("v1", "ConfigMap", "p-restore-vm", "ns")
+    assert len(reads) == 2
+    kube.patch("v1", "ConfigMap", "p-restore-vm", {"data": {"node-1": ""}}, "ns")
+    kube.get("v1", "ConfigMap", "p-restore-vm", "ns")
+    assert len(reads) == 3
+    kube.begin_step("os_upgrade")
+    kube.get("batch/v1", "Job", "j", "ns")          # not kept across steps: read each time
+    kube.begin_step("restore")
+    kube.get("batch/v1", "Job", "j", "ns")
+    assert reads[-2:] == ["j", "j"]

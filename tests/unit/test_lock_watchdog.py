@@ -133,6 +133,7 @@ class _Leases:
     def __init__(self) -> None:
         self.lease: dict[str, Any] | None = None
         self.writes = 0
+        self.reads = 0
         self.rv = 0
         self.fail: Exception | None = None
         self.deleted: list[dict[str, Any]] = []
@@ -146,6 +147,7 @@ class _Leases:
         return dict(self.lease)
 
     def get(self, *_a: Any) -> dict[str, Any] | None:
+        self.reads += 1
         if self.fail is not None:
             raise self.fail
         return None if self.lease is None else dict(self.lease, spec=dict(self.lease["spec"]))
@@ -211,6 +213,25 @@ def test_a_lease_renewed_moments_ago_is_not_written_again() -> None:
     assert kube.writes == 3 and kube.lease["spec"]["renewTime"] > "2001"  # type: ignore[index]
     with pytest.raises(lock_lease.LockHeld):                # another run's lease, still valid
         lock_lease.acquire(kube, "other@h2:2", fresh=lock_lease.FRESH)
+
+
+def test_a_lease_read_moments_ago_is_decided_on_without_reading_it_again() -> None:
+    """The lease as this module's cluster-identity check read it: no second read; a write
+    on it is conditional (its resourceVersion), and a conflict reads it again."""
+    kube = _Leases()
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH)          # created
+    long_ago = "2000-01-01T00:00:00.000000Z"
+    kube.renewed_by("me@h:1", long_ago)
+    seen = kube.get(*lock_lease.LEASE, lock_lease.NAME, lock_lease.NAMESPACE)
+    reads = kube.reads
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH, read=(seen,))
+    assert (kube.reads, kube.writes) == (reads, 2)         # renewed on the read given
+    kube.renewed_by("me@h:1", long_ago)                    # changed since ``seen`` was read
+    done = lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH, read=(seen,))
+    assert (kube.reads, kube.writes) == (reads + 1, 3)     # 409, read again, renewed
+    assert done["spec"]["renewTime"] > "2001"
+    lock_lease.acquire(kube, "me@h:1", fresh=lock_lease.FRESH, read=(None,))
+    assert (kube.reads, kube.writes) == (reads + 2, 3)     # "absent": 409 AlreadyExists, read
 
 
 def test_a_skewed_live_lease_stays_held() -> None:

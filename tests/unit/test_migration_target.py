@@ -186,3 +186,45 @@ def test_a_refused_action_is_a_failed_attempt() -> None:
     assert writer.failed[0][:3] == ("node-1", "PreDrainFailed", "MigrationFailed")
     assert "Harvester's migrate action answered 500" in writer.failed[0][3]
     assert len(kube.posts) == 1 and not kube.migs and not kube.created
+
+
+class _CdromKube(_ActionKube):
+    """A VM with a CD-ROM: Harvester's action always refuses it (ValidateVMMigratable)."""
+
+    def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        for _ in range(3):
+            moved = bool(self.created)
+            view = {"VirtualMachineInstance": {"default/vm-1": {
+                "metadata": {"name": "vm-1", "namespace": "default"},
+                "spec": {"domain": {"devices": {"disks": [{"name": "iso",
+                                                           "cdrom": {"bus": "sata"}}]}}},
+                "status": {"phase": "Running", "nodeName": "node-2" if moved else "node-1"}}},
+                "VirtualMachineInstanceMigration": {}}
+            on_change(view)
+            if pred(view):
+                return True
+        raise AssertionError("the wait never ended")
+
+
+def test_a_vm_the_action_always_refuses_is_migrated_without_a_target_and_no_post() -> None:
+    """A CD-ROM or a container disk makes Harvester refuse its action whatever the moment
+    (harvester/harvester ValidateVMMigratable, v1.5.0 and v1.6.0): such a VM goes through a
+    migration without a target at once, not after a refused POST."""
+    assert mt.action_refuses({"spec": {"domain": {"devices": {"disks": [
+        {"name": "iso", "cdrom": {}}]}}}}) == "CD-ROM or container disk is set"
+    assert mt.action_refuses({"spec": {"volumes": [
+        {"name": "boot", "containerDisk": {"image": "x"}}]}}) is not None
+    assert mt.action_refuses({"spec": {"domain": {"devices": {"disks": [
+        {"name": "root", "disk": {"bus": "virtio"}}]}}}}) is None
+    assert mt.action_refuses(None) is None
+    kube = _CdromKube([])
+    result: dict[str, Any] = {"migrated": []}
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", _plan(), [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=900, timeout=60,
+        mechanism=mt.HARVESTER_ACTION)
+    assert kube.posts == []
+    (vmim,) = kube.created
+    assert "addedNodeSelector" not in vmim["spec"] and vmim["spec"]["vmiName"] == "vm-1"
+    assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]

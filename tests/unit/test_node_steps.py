@@ -246,6 +246,100 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
 
 
+class _ActionKube:
+    """Harvester's migrate action on KubeVirt 1.5: the POST makes Harvester create the
+    migration (``generateName: <vm>-``, no label of ours), which the migrations' watch then
+    brings; ``wait`` replays the VMI's node and that migration's phase by step. The VM was
+    migrated once before (a finished migration of an earlier node)."""
+
+    check_mode = False
+    OLD = {"metadata": {"name": "vm-1-old00", "namespace": "default",
+                        "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": {"vmiName": "vm-1"}, "status": {"phase": "Succeeded"}}
+
+    def __init__(self, steps_: list[tuple[str, str | None]]) -> None:
+        self.steps = steps_
+        self.posts: list[str] = []
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.migration_lists = 0
+
+    def raw_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        self.posts.append(body["nodeName"])
+        return 204, b""
+
+    def _migrations(self, phase: str | None) -> dict[str, dict[str, Any]]:
+        migs = {"default/vm-1-old00": self.OLD}
+        if self.posts and phase:
+            migs["default/vm-1-x7k2p"] = {
+                "metadata": {"name": "vm-1-x7k2p", "namespace": "default",
+                             "creationTimestamp": "2026-01-02T00:00:00Z"},
+                "spec": {"vmiName": "vm-1"}, "status": {"phase": phase}}
+        return migs
+
+    def _vmi(self, node: str) -> dict[str, Any]:
+        return {"metadata": {"name": "vm-1", "namespace": "default"},
+                "status": {"phase": "Running", "nodeName": node}}
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict[str, Any]]:
+        if kind == "VirtualMachineInstance":
+            return [self._vmi("node-1")]
+        self.migration_lists += 1
+        return list(self._migrations("Pending").values())
+
+    def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        return self.list(api_version, kind, namespace, label_selector), "1"
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        self.patches.append((name, patch))
+        return {}
+
+    def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        for node, phase in self.steps:
+            view = {"VirtualMachineInstance": {"default/vm-1": self._vmi(node)},
+                    "VirtualMachineInstanceMigration": self._migrations(phase)}
+            on_change(view)
+            if pred(view):
+                return True
+        raise AssertionError("the wait never ended")
+
+
+@pytest.mark.parametrize("start_only", [False, True])
+def test_the_migration_harvesters_action_created_is_found_without_listing(
+        start_only: bool) -> None:
+    """The migration Harvester's action creates is the VM's one not in the view before the
+    action: the evacuation's own watch brings it (no list of the VM's migrations before or
+    after), and it is labelled ours once seen; the head start, without a watch, lists the
+    VM's migrations once after the action."""
+    ev = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
+    mt = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
+    vmi = {"metadata": {"name": "vm-1", "namespace": "default"},
+           "status": {"phase": "Running", "nodeName": "node-1"}}
+    plan = ev.EvacuationPlan(node="node-1", migrate=[
+        ev.Move(ev.vm_view(vmi), "node-2", "upgraded node")])
+    kube = _ActionKube([("node-1", None), ("node-1", "Running"), ("node-2", "Succeeded")])
+    result: dict[str, Any] = {"migrated": []}
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", plan, [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=900, timeout=60,
+        start_only=start_only, mechanism=mt.HARVESTER_ACTION)
+    assert kube.posts == ["node-2"]
+    assert [name for name, _patch in kube.patches] == ["vm-1-x7k2p"]
+    meta = kube.patches[0][1]["metadata"]
+    assert meta["labels"]["kubevirt.io/vmi-name"] == "vm-1"
+    assert meta["annotations"]["harvester-upgrade.harvesterhci.io/target-node"] == "node-2"
+    if start_only:   # the view's list, then the one after the action
+        assert kube.migration_lists == 2 and result["started"] == ["default/vm-1"]
+    else:
+        assert kube.migration_lists == 0
+        assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
+
+
 def _node(name: str, ready: str = "True") -> dict[str, Any]:
     return {"metadata": {"name": name},
             "status": {"conditions": [{"type": "Ready", "status": ready}]}}

@@ -37,7 +37,10 @@ from typing import Any, TypeVar
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    discovery_cache,
+    waiting,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.connection import (
     connection_failure,
     warn_insecure,
@@ -164,6 +167,7 @@ class Kube:
         self.dyn = dyn
         self.check_mode = check_mode
         self._resources: dict[tuple[str, str], Any] = {}
+        self._seeds: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
 
     @classmethod
     def from_options(cls, check_mode: bool = False, **auth: Any) -> Kube:
@@ -216,13 +220,16 @@ class Kube:
         key = (api_version, kind)
         if key not in self._resources:
             from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
             try:
+                # only the kind's group version is read (again, when it lacks the kind), never
+                # the whole discovery (discovery_cache)
                 self._resources[key] = call_with_retry(
-                    lambda: self.dyn.resources.get(api_version=api_version, kind=kind))
+                    lambda: discovery_cache.lookup(self.dyn, api_version, kind))
             except ResourceNotFoundError as exc:
                 raise NotServed(404, "NotServed", f"{kind}.{api_version} is not served") from exc
-            except ApiError as exc:
-                if exc.reason == "ResourceNotFoundError":
+            except ApiError as exc:   # (the retry turns the exceptions it does not know here)
+                if exc.reason in ("ResourceNotFoundError", discovery_cache.Unserved.__name__):
                     raise NotServed(404, "NotServed",
                                     f"{kind}.{api_version} is not served") from exc
                 raise
@@ -239,7 +246,7 @@ class Kube:
         except ApiError as exc:
             if not unserved_path(exc) or isinstance(exc, NotServed):
                 raise
-        self.invalidate()
+        self.invalidate(api_version)
         return call(self.resource(api_version, kind))
 
     def served(self, api_version: str, kind: str) -> bool:
@@ -249,9 +256,17 @@ class Kube:
         except NotServed:
             return False
 
-    def invalidate(self) -> None:
-        """Forget discovery (after installing a CRD)."""
+    def invalidate(self, api_version: str | None = None) -> None:
+        """Forget discovery: of ``api_version``'s group version (one of its kinds answered
+        404 for its path, a CRD of it was installed), or everything (the disk cache may
+        describe another cluster that was at this address)."""
         self._resources.clear()
+        if api_version is not None and discovery_cache.forgettable(self.dyn):
+            discovery_cache.forget(self.dyn, api_version)
+            discovery_cache.forget_groups(self.dyn)
+            return
+        if discovery_cache.nothing_discovered(self.dyn):
+            return   # only the group list, read as this client was made
         try:
             self.dyn.resources.invalidate_cache()
         except AttributeError:
@@ -275,6 +290,11 @@ class Kube:
                      ) -> tuple[list[dict[str, Any]], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
         field_selector = secret_selector(kind, namespace, field_selector)
+        seeds = getattr(self, "_seeds", None)
+        seeded = seeds.pop((api_version, kind, namespace, label_selector or None,
+                            field_selector), None) if seeds else None
+        if seeded is not None:
+            return [dict(seeded[0])], seeded[1]
         kw: dict[str, Any] = {"namespace": namespace}
         if label_selector:
             kw["label_selector"] = label_selector
@@ -307,6 +327,19 @@ class Kube:
         ns = (obj.get("metadata") or {}).get("namespace")
         return self.on_resource(obj["apiVersion"], obj["kind"], lambda res: call_with_retry(
             lambda: _raw(res.create, body=obj, namespace=ns)))
+
+    def seed(self, obj: dict[str, Any]) -> None:
+        """Answer the next list of ``obj`` by name (its kind and namespace, field selector
+        ``metadata.name=<name>``; once) with ``obj`` as this client just wrote it, at its
+        resourceVersion, instead of a request: a wait on an object the caller created lists
+        it to start its watch from that resourceVersion, and every change after it arrives
+        as an event. Call it right before such a wait."""
+        md = obj.get("metadata") or {}
+        rv = str(md.get("resourceVersion") or "")
+        if not rv or not md.get("name") or not obj.get("apiVersion") or not obj.get("kind"):
+            return
+        self._seeds[(obj["apiVersion"], obj["kind"], md.get("namespace"), None,
+                     f"metadata.name={md['name']}")] = (dict(obj), rv)
 
     def create_in(self, api_version: str, kind: str, body: dict[str, Any],
                   namespace: str | None = None) -> dict[str, Any]:

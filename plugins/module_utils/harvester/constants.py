@@ -47,6 +47,8 @@ LH_REPLICA = ("longhorn.io/v1beta2", "Replica")
 VM = ("kubevirt.io/v1", "VirtualMachine")
 VMI = ("kubevirt.io/v1", "VirtualMachineInstance")
 VMIM = ("kubevirt.io/v1", "VirtualMachineInstanceMigration")
+KUBEVIRT = ("kubevirt.io/v1", "KubeVirt")
+CONFIGMAP = ("v1", "ConfigMap")
 
 # --- namespaces and well-known names --------------------------------------------------------
 UPGRADE_NS = "harvester-system"

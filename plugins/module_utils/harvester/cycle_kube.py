@@ -36,9 +36,16 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.inform
     rv_int,
 )
 
-# kept for the whole cycle: nothing in a node's upgrade changes them
+# kept for the whole cycle: nothing in a node's upgrade changes them (the KubeVirt CR's
+# version, which picks the migration mechanism, changes with Harvester's chart upgrade in the
+# ClusterUpgrade phase, before any node: the head start and the evacuation read it once)
 STABLE_LISTS = {c.CAPI_MACHINE}
-STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING}
+STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING, c.KUBEVIRT}
+# kept from one step to the next until a wait or a write of the kind: the restore-vm
+# ConfigMap, read at the end of the evacuation and again as the pre-drain step begins, with
+# nothing awaited in between. (Its other writer, the node Jobs' VM detector, may write it at
+# any moment, before or after either read: the steps merge their record back after each Job.)
+STEP_SPANNING_GETS = {c.CONFIGMAP}
 # steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
 # last list read in the cycle is good enough there)
 VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
@@ -206,7 +213,8 @@ class CycleKube(Kube):
         with self._lock:
             self.step = name
             self._lists = {k: v for k, v in self._lists.items() if k[:2] in STABLE_LISTS}
-            self._gets = {k: v for k, v in self._gets.items() if k[:2] in STABLE_GETS}
+            self._gets = {k: v for k, v in self._gets.items()
+                          if k[:2] in STABLE_GETS or k[:2] in STEP_SPANNING_GETS}
 
     def forget(self, api_version: str | None = None, kind: str | None = None) -> None:
         """Drop what is remembered (of one kind, or everything but the stable reads)."""
@@ -222,8 +230,8 @@ class CycleKube(Kube):
                 self._sticky_vmis = None
 
     def _cacheable_get(self, api_version: str, kind: str) -> bool:
-        return (api_version, kind) in STABLE_GETS or (api_version, kind) == (
-            c.PLAN_API_VERSION, c.PLAN_KIND)
+        return (api_version, kind) in STABLE_GETS or (api_version, kind) in \
+            STEP_SPANNING_GETS or (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND)
 
     # -- reads -------------------------------------------------------------------------------
     def _informed_get(self, api_version: str, kind: str, name: str, namespace: str | None

@@ -41,6 +41,7 @@ import threading
 import time
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import cluster_id
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
     set_fence,
@@ -59,6 +60,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_l
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.lock_run import (
     identity,
     orphaned,
+    remember_cluster,
     run_pid,
 )
 
@@ -119,10 +121,14 @@ def hold(kube: Kube, module: Any) -> str | None:
     if _holding is not None and _holding.lost is not None:
         module.fail_json(msg=_holding.lost, lock_holder=me, lock_lost=True)
     sent = time.monotonic()
+    # the lease as this module's cluster-identity check read it moments ago, if it did
+    read = cluster_id.lease_read(kube)
+    if read is not None:
+        sent = read[1]
     try:
         # renewed by this run's previous module moments ago: no write (every module call of a
         # run holds the lock; at the simulator's speeds they follow each other in ~0.1 s)
-        lease = acquire(kube, me, fresh=FRESH)
+        lease = acquire(kube, me, fresh=FRESH, read=None if read is None else (read[0],))
     except LockHeld as exc:
         module.fail_json(msg=str(exc), lock_holder=None)
         raise   # unreachable: fail_json exits
@@ -139,6 +145,16 @@ def hold(kube: Kube, module: Any) -> str | None:
     else:
         _holding.confirmed(lease, sent if version_of(lease) != version_of(_holding.lease)
                            else _holding.renewed_at)
+    # this module read kube-system (or will: cluster_id.cluster_uid records it then): later
+    # modules of the run that find this lease know the cluster by it
+    lease_uid = str((lease.get("metadata") or {}).get("uid") or "")
+    cluster = getattr(kube, "_cluster_uid", None)
+    if cluster:
+        remember_cluster(lease_uid, str(cluster))
+    try:
+        setattr(kube, "_lock_lease_uid", lease_uid)  # noqa: B010 - read by cluster_id
+    except AttributeError:
+        pass
     _install_signal()
     _active = module
     original_fail, original_exit = module.fail_json, module.exit_json

@@ -166,13 +166,19 @@ def lease_for(me: str, secs: int, now: datetime,
 
 def acquire(kube: Kube, me: str, duration: int | None = None, fresh: float = 0.0,
             sleep: Callable[[float], None] = time.sleep,
-            clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+            clock: Callable[[], float] = time.monotonic,
+            read: tuple[dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """Take or renew the lease for ``me``; :class:`LockHeld` if another run holds it.
     ``fresh`` (a fraction of the lease's duration): a lease ``me`` renewed less than that long
-    ago (its renewTime was written by this machine's clock) is left as it is."""
+    ago (its renewTime was written by this machine's clock) is left as it is. ``read``: the
+    lease (or None) as this module read it moments ago, decided on instead of reading it
+    again (a write is conditional on its resourceVersion; after a conflict it is read again)."""
+    first = [read]
+
     def attempt() -> dict[str, Any]:
         with unfenced():
-            lease = kube.get(*LEASE, NAME, NAMESPACE)
+            known, first[0] = first[0], None
+            lease = known[0] if known is not None else kube.get(*LEASE, NAME, NAMESPACE)
             now = now_utc()
             what = decide(lease, me, now)
             if what == "held":

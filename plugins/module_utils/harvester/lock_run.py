@@ -194,7 +194,7 @@ def _run_of_token(token: str) -> tuple[str, int, str] | None:
         except OSError:
             continue
     for entry in entries:
-        if entry.name.endswith(".tmp") or not entry.is_file():
+        if "." in entry.name or not entry.is_file():   # a .tmp, or the run's cluster record
             continue
         try:
             with open(entry.path, encoding="ascii") as fh:
@@ -224,3 +224,42 @@ def is_stale(holder: str) -> bool:
     if boot != _boot_id():
         return True                         # made before this machine's last boot
     return _proc_start(pid) != start or not run_alive(pid)
+
+
+# -- the cluster the run's lease proves -----------------------------------------------------
+# A Lease's uid is made by the API server that created it (a random UUID; a copy restored
+# into another cluster gets a new one): a module that finds the lease with the uid recorded
+# here talks to the cluster where this run read that uid beside the kube-system uid. The
+# record is written by a module that read both (lock.hold); see cluster_id.
+
+def _cluster_record_path(where: str) -> str:
+    return os.path.join(where, f"{_run_key(playbook_pid())}.cluster")
+
+
+def remember_cluster(lease_uid: str, cluster_uid: str) -> None:
+    """Record that this run's lease ``lease_uid`` lives in the cluster whose kube-system
+    Namespace has uid ``cluster_uid`` (best effort: without the record the next module reads
+    kube-system again)."""
+    if not lease_uid or not cluster_uid or remembered_cluster() == (lease_uid, cluster_uid):
+        return
+    try:
+        path = _cluster_record_path(run_dir())
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write(f"{lease_uid} {cluster_uid}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def remembered_cluster() -> tuple[str, str] | None:
+    """``(lease uid, kube-system uid)`` recorded by this run (:func:`remember_cluster`)."""
+    for where in _run_dirs():
+        try:
+            with open(_cluster_record_path(where), encoding="ascii") as fh:
+                parts = fh.read().split()
+        except OSError:
+            continue
+        if len(parts) == 2:
+            return parts[0], parts[1]
+    return None

@@ -30,6 +30,10 @@ import json
 import re
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+
 ADDED_NODE_SELECTOR = "addedNodeSelector"
 HARVESTER_ACTION = "harvester-migrate-action"
 ADDED_NODE_SELECTOR_SINCE = (1, 6, 0)
@@ -67,7 +71,7 @@ def detect(kube: Any) -> dict[str, Any]:
     """``{"mechanism", "kubevirt", "source", "why"}`` for this cluster, now."""
     kv = None
     try:
-        kv = kube.get("kubevirt.io/v1", "KubeVirt", "kubevirt", KUBEVIRT_NS)
+        kv = kube.get(*c.KUBEVIRT, "kubevirt", KUBEVIRT_NS)
     except Exception:  # noqa: BLE001 - not served / not allowed: try the schema
         kv = None
     st = (kv or {}).get("status") or {}
@@ -110,6 +114,21 @@ class ActionRefused(Exception):
                          f"{message}")
         self.status = status
         self.text = message
+
+
+def action_refuses(vmi: dict[str, Any] | None) -> str | None:
+    """Why Harvester's migrate action refuses this VMI whatever the moment, from its spec
+    alone: a CD-ROM disk or a container disk volume (``ValidateVMMigratable`` /
+    ``VMContainsCDRomOrContainerDisk``, harvester/harvester pkg/util/virtualmachineinstance,
+    v1.5.0 and v1.6.0); None when only the action can tell (its checks of the VMI's state and
+    of the target). Such a VM is sent without a target instead of through a doomed POST."""
+    spec = (vmi or {}).get("spec") or {}
+    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
+    if any(isinstance(d, dict) and d.get("cdrom") is not None for d in disks) or any(
+            isinstance(v, dict) and v.get("containerDisk") is not None
+            for v in spec.get("volumes") or []):
+        return "CD-ROM or container disk is set"
+    return None
 
 
 def harvester_migrate(kube: Any, namespace: str, name: str, node: str) -> None:

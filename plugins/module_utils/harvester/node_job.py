@@ -202,7 +202,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent" and state != "WaitingReboot":
         writer.set_node_state(node, running_state)
-        kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), c.UPGRADE_NS)
+        kube.seed(kube.create_in("batch/v1", "Job", job_body(writer, job_type, node),
+                                 c.UPGRADE_NS))   # the wait below starts from it
         writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{result['job']} created for {node}")
         result["changed"] = True
     if state != "WaitingReboot":
@@ -335,8 +336,10 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                 writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
                 raise
         skip = _volumes_to_skip(kube, node)
-        kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
-                       c.UPGRADE_NS)
+        created = kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
+                                 c.UPGRADE_NS)
+        if not start_only:
+            kube.seed(created)   # the wait below starts from it
         writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{name} created for {node}"
                      + (f" (volumes judged safe to drain past: {', '.join(skip)})"
                         if skip else ""))

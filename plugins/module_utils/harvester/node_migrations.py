@@ -62,11 +62,11 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     run = run_id()
     known: set[str] = set()    # migrations this call created, adopted or counted
 
-    def start(move: ev.Move) -> None:
+    def start(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
         key = move.vm.key
         attempts[key] = attempts.get(key, 0) + 1
         if target_aware and move.target and mechanism == mt.HARVESTER_ACTION:
-            start_by_action(move)
+            start_by_action(move, migs)
             return
         spec: dict[str, Any] = {"vmiName": move.vm.name}
         if target_aware and move.target:
@@ -91,29 +91,40 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                      f"{move.target or 'a node the scheduler chooses'} ({move.why}), "
                      f"attempt {attempts[key]}")
 
-    def start_by_action(move: ev.Move) -> None:
-        """Harvester creates the migration (``generateName: <vm>-``); it is then labelled and
-        annotated as ours, so the watch, a resume and the head start's accounting see it."""
+    def start_by_action(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
+        """Harvester creates the migration (``generateName: <vm>-``): the one of the VM that
+        was not in the view before the action. The wait's watch brings it
+        (:func:`adopt_created`); the head start, which has no watch, lists the migrations
+        once after all its actions."""
         key, ns = move.vm.key, move.vm.namespace
-        before = {m["metadata"]["name"] for m in kube.list(
-            VMI_API, VMIM_KIND, ns, f"{VMI_NAME_LABEL}={move.vm.name}")}
+        before = set(_migrations_of(migs, ns, move.vm.name))
         mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
-        created = [m for m in kube.list(VMI_API, VMIM_KIND, ns,
-                                        f"{VMI_NAME_LABEL}={move.vm.name}")
-                   if m["metadata"]["name"] not in before and
-                   (m.get("spec") or {}).get("vmiName") == move.vm.name]
+        active[key] = {"name": "", "started": time.monotonic(), "target": move.target,
+                       "before": before}
+        writer.event("VMMigrationStarted",
+                     f"Migrating VM {key} off node {node} to {move.target} ({move.why}) "
+                     f"through Harvester's migrate action, attempt {attempts[key]}")
+
+    def adopt_created(key: str, migs: dict[str, dict[str, Any]]) -> bool:
+        """The migration Harvester's action created for ``key`` (the newest of the VM's not
+        seen before the action), labelled and annotated as ours so that a resume, the head
+        start's accounting and its failed attempts see it; False while it is not in ``migs``."""
+        info, move = active[key], by_key[key]
+        ns = move.vm.namespace
+        created = [m for name, m in _migrations_of(migs, ns, move.vm.name).items()
+                   if name not in info["before"]]
         if not created:
-            raise mt.ActionRefused(204, "no migration of the VM found after the action")
+            return False
         mig = max(created, key=lambda m: str(m["metadata"].get("creationTimestamp") or ""))
         name = mig["metadata"]["name"]
         kube.patch(VMI_API, VMIM_KIND, name, {"metadata": {
             "labels": {**labels, VMI_NAME_LABEL: move.vm.name},
-            "annotations": {RUN_ANNOTATION: run, TARGET_ANNOTATION: str(move.target)}}}, ns)
+            "annotations": {RUN_ANNOTATION: run, TARGET_ANNOTATION: str(info["target"])}}},
+            ns)
         known.add(name)
-        active[key] = {"name": name, "started": time.monotonic(), "target": move.target}
-        writer.event("VMMigrationStarted",
-                     f"Migrating VM {key} off node {node} to {move.target} ({move.why}) "
-                     f"through Harvester's migrate action, attempt {attempts[key]}")
+        info["name"] = name
+        info.pop("before")
+        return True
 
     def earlier_failures(move: ev.Move, vmi: dict[str, Any],
                          migs: dict[str, dict[str, Any]]) -> bool:
@@ -148,9 +159,11 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         now = time.monotonic()
         migs = view[VMIM_KIND]
         for key, info in list(active.items()):
+            if not info["name"]:   # requested through Harvester's action: has it come?
+                adopt_created(key, migs)
             vmi = vmi_state(view, key)
             ns = key.split("/", 1)[0]
-            mig = migs.get(f"{ns}/{info['name']}")
+            mig = migs.get(f"{ns}/{info['name']}") if info["name"] else None
             moved = vmi is None or not active_vmi(vmi) or \
                 (vmi.get("status") or {}).get("nodeName") not in (node, None, "")
             phase = ((mig or {}).get("status") or {}).get("phase")
@@ -166,11 +179,15 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                 # when the VMI is seen off the node, never on the migration's word alone.
                 continue
             hung = now - info["started"] > migration_timeout
-            if phase == "Failed" or hung or (mig is None and vmi is not None
+            # (the one Harvester's action creates is awaited on the watch up to the timeout)
+            if phase == "Failed" or hung or (mig is None and vmi is not None and info["name"]
                                              and now - info["started"] > 5):
                 reason = (f"no progress within {int(migration_timeout)}s (phase "
                           f"{phase or 'unknown'})" if hung and phase != "Failed"
                           else _migration_failure(mig or {}, vmi))
+                if not info["name"]:
+                    reason = (f"no migration of the VM seen within {int(migration_timeout)}s "
+                              "of Harvester's migrate action")
                 if hung and mig is not None:
                     kube.delete(VMI_API, VMIM_KIND, info["name"], ns)   # aborts the migration
                 failures.setdefault(key, []).append(reason)
@@ -220,8 +237,13 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             if not target_aware and _kubevirt_evacuates(vmi):
                 requeue.append(move)     # KubeVirt's evacuation controller will start one
                 continue
+            refused = mt.action_refuses(vmi) if mechanism == mt.HARVESTER_ACTION and \
+                target_aware and move.target else None
+            if refused:   # Harvester's policy for its action; KubeVirt migrates such a VM
+                move = ev.Move(move.vm, None, f"{move.why}; Harvester's migrate action "
+                               f"refuses it ({refused}): KubeVirt chooses")
             try:
-                start(move)
+                start(move, migs)
             except mt.ActionRefused as exc:
                 if exc.status in (0, 429, 503) or "already in a migrating state" in exc.text:
                     # Harvester's API not reachable right now, or its pin of an earlier
@@ -268,6 +290,10 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         parts = []
         for key, info in active.items():
             ns = key.split("/", 1)[0]
+            if not info["name"]:
+                parts.append(f"{key}: migration asked of Harvester's migrate action, not seen "
+                             "yet")
+                continue
             mig = view[VMIM_KIND].get(f"{ns}/{info['name']}") or {}
             parts.append(f"{key}: migration {info['name']} "
                          f"{(mig.get('status') or {}).get('phase') or 'Pending'}")
@@ -283,6 +309,13 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             kube, VMI_API, "VirtualMachineInstance")},
             VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
                 VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
+        asked = [key for key, info in active.items() if not info["name"]]
+        if asked:   # what Harvester's actions created, in one list
+            now = {obj_key(o): o for o in kube.list_with_rv(
+                VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}
+            for key in asked:
+                if not adopt_created(key, now):
+                    active.pop(key)   # not created after all: the node's own cycle moves it
         result["started"] = sorted(active)
         return
     try:
@@ -313,6 +346,14 @@ def _migration_failure(m: dict[str, Any], vmi: dict[str, Any] | None) -> str:
         if cond.get("message"):
             return f"{cond.get('reason') or cond.get('type')}: {cond['message']}"
     return str(ms.get("failureReason") or st.get("phase") or "migration failed")
+
+
+def _migrations_of(migs: dict[str, dict[str, Any]], namespace: str, vmi: str
+                   ) -> dict[str, dict[str, Any]]:
+    """The migrations of VMI ``namespace/vmi`` in ``migs``, by name."""
+    return {m["metadata"]["name"]: m for m in migs.values()
+            if (m.get("metadata") or {}).get("namespace") == namespace
+            and (m.get("spec") or {}).get("vmiName") == vmi}
 
 
 def _vmim_selector(moves: list[ev.Move]) -> str | None:

@@ -58,8 +58,8 @@ def check_phase(plan: dict[str, Any]) -> str:
 
 
 def all_nodes_done(kube: Kube, writer: PlanWriter) -> tuple[bool, list[str]]:
-    plan = writer.refresh()
-    facts = cluster_facts(kube, plan)
+    """Whether every node is done by the plan as the writer holds it."""
+    facts = cluster_facts(kube, writer.plan)
     pending = [f["name"] for f in facts if writer.node_state(f["name"]) not in no.DONE_STATES]
     return not pending, pending
 
@@ -183,8 +183,10 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
 
 
 def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:
-    """All nodes done: wait for Rancher to settle, then NodeUpgraded (PhaseCompleted)."""
-    plan = writer.refresh()
+    """All nodes done: wait for Rancher to settle, then NodeUpgraded (PhaseCompleted). The
+    plan is the one the module has just looked up (the writer's): the completion itself is
+    written on the plan read again after the wait."""
+    plan = writer.plan
     phase = check_phase(plan)
     if phase in AFTER_NODES:
         return {"changed": False, "phase": phase, "pending": []}

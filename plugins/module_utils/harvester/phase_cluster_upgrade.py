@@ -4,6 +4,8 @@ it completes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
@@ -35,9 +37,11 @@ def cluster_upgrade(ctx: Context) -> Step:
     if ctx.check_mode:
         return Step("done", f"would wait for Job {name} to complete")
 
+    seen: dict[str, Any] = {}   # the server-version Setting as the wait last saw it
+
     def finished(snapshot: Snapshot) -> Verdict:
         job = only(snapshot, "job")
-        setting = only(snapshot, "setting") or {}
+        setting = seen["setting"] = only(snapshot, "setting") or {}
         running = f"Harvester server-version {setting.get('value') or '?'}"
         if job is None:
             return Verdict(progress=f"Job {name} not found; {running}")
@@ -57,7 +61,10 @@ def cluster_upgrade(ctx: Context) -> Step:
                        finished, f"Job {c.UPGRADE_NS}/{name} to complete")
     if verdict.failed:
         return Step("failed", verdict.failed)
-    return Step("done", f"cluster upgraded to {server_version(ctx.kube)}")
+    setting = seen.get("setting") or {}
+    running = str(setting.get("value") or setting.get("default") or "") or \
+        server_version(ctx.kube)
+    return Step("done", f"cluster upgraded to {running}")
 
 
 def verify_cluster(ctx: Context) -> str:

@@ -34,12 +34,20 @@ def cleanup_resources(kube: Kube, writer: PlanWriter, check_mode: bool) -> list[
     """The toolkit's ``CleanupUpgradeResources`` (reference §F.3); idempotent."""
     done: list[str] = []
     prefix = "would " if check_mode else ""
+    # one list per kind and namespace, for all its components (in the order of the targets)
+    targets: dict[tuple[str, str, str], list[str]] = {}
     for (api_version, kind), ns, component in CLEANUP_TARGETS:
-        sel = selector({c.LABEL_PLAN: writer.name, c.LABEL_COMPONENT: component})
+        targets.setdefault((api_version, kind, ns), []).append(component)
+    for (api_version, kind, ns), components in targets.items():
+        sel = (f"{selector({c.LABEL_PLAN: writer.name})},{c.LABEL_COMPONENT}"
+               f" in ({','.join(components)})")
         try:
-            items = kube.list(api_version, kind, namespace=ns, label_selector=sel)
+            found = kube.list(api_version, kind, namespace=ns, label_selector=sel)
         except NotServed:
             continue
+        items = [i for comp in components for i in found
+                 if ((i.get("metadata") or {}).get("labels") or {}).get(c.LABEL_COMPONENT)
+                 == comp]
         for item in items:
             name = item["metadata"]["name"]
             done.append(f"{prefix}delete {kind} {ns}/{name}")

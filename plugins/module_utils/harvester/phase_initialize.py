@@ -25,7 +25,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_common import (
     get_version,
     list_versions,
-    managed_nodes,
     server_version,
     split_image_ref,
 )
@@ -36,10 +35,13 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_w
 VERSION_KEYS = ("isoURL", "isoChecksum", "releaseDate", "tags")
 
 
-def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
-                 ) -> preflight_checks.Facts:
-    """Read everything the pre-flight checks need (read-only)."""
+def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any],
+                 seen: dict[str, Any] | None = None) -> preflight_checks.Facts:
+    """Read everything the pre-flight checks need (read-only). ``seen``: what
+    :func:`initialize_fields` read moments ago in this module (not read again)."""
     import concurrent.futures
+
+    seen = seen or {}
 
     spec = (plan or {}).get("spec") or {}
     meta = (plan or {}).get("metadata") or {}
@@ -48,14 +50,16 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
     f.plan_annotations = dict(meta.get("annotations") or {})
     f.plan_annotations.update(params.get("annotations") or {})
     f.plans = list_plans(kube)
-    f.current_version = server_version(kube)
+    f.current_version = seen["current_version"] if "current_version" in seen else \
+        server_version(kube)
     f.image = spec.get("image") or params.get("image")
     f.version_name = spec.get("version") or params.get("version")
     if not f.version_name and not f.image and f.current_version:
         f.version_name = versions.newest_target(
             [v["metadata"]["name"] for v in list_versions(kube)], f.current_version)
     if f.version_name:
-        f.version_obj = get_version(kube, f.version_name)
+        f.version_obj = seen["version"] if seen.get("version_name") == f.version_name \
+            else get_version(kube, f.version_name)
     if f.image:
         ns, name = split_image_ref(f.image)
         f.image_obj = kube.get(*c.VM_IMAGE, name, ns)
@@ -71,7 +75,7 @@ def gather_facts(kube: Kube, plan: dict[str, Any] | None, params: dict[str, Any]
     f.restore_vm = bool(spec.get("restoreVM", params.get("restore_vm")))
     f.pause_nodes = list((spec.get("nodeUpgradeOption") or {}).get("pauseNodes")
                          or params.get("pause_nodes") or [])
-    f.nodes = kube.list(*c.NODE)
+    f.nodes = seen["nodes"] if "nodes" in seen else kube.list(*c.NODE)
     def served(fact: str, kind: tuple[str, str], namespace: str | None = None
                ) -> list[dict[str, Any]]:
         found = kube.list_if_served(*kind, namespace=namespace)
@@ -210,18 +214,25 @@ def api_cert_expiry(kube: Kube) -> dict[str, Any]:
     return out
 
 
-def initialize_fields(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
-    """Status fields Initialize records: ``version``, ``previousVersion``, ``singleNode``."""
+def initialize_fields(kube: Kube, plan: dict[str, Any], seen: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
+    """Status fields Initialize records: ``version``, ``previousVersion``, ``singleNode``.
+    ``seen`` (a dict) receives what was read, for :func:`gather_facts` right after."""
+    seen = {} if seen is None else seen
     spec = plan.get("spec") or {}
     fields: dict[str, Any] = {}
     if not spec.get("image") and spec.get("version"):
         version = get_version(kube, spec["version"])
+        seen.update(version_name=spec["version"], version=version)
         if version is not None:
             vs = version.get("spec") or {}
             fields["version"] = {k: vs[k] for k in VERSION_KEYS if vs.get(k)}
-    current = server_version(kube)
+    current = seen["current_version"] = server_version(kube)
     if current:
         fields["previousVersion"] = current
-    nodes = managed_nodes(kube)
+    # every node (the facts want them all), of which the managed ones count here
+    seen["nodes"] = kube.list(*c.NODE)
+    nodes = [n for n in seen["nodes"]
+             if ((n.get("metadata") or {}).get("labels") or {}).get(c.LABEL_MANAGED) == "true"]
     fields["singleNode"] = nodes[0]["metadata"]["name"] if len(nodes) == 1 else None
     return fields

@@ -36,6 +36,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
+    NotServed,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanError,
@@ -77,6 +78,9 @@ class Context:
     slice_seconds: float | None
     actions: list[str] = field(default_factory=list)
     progress: str = ""
+    # the phase was entered by this call: what it creates is not there yet (ensure creates
+    # first); a resumed or verified phase finds its objects (ensure reads first)
+    entered: bool = False
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -98,23 +102,44 @@ class Context:
         return self.deadline - time.time()
 
     def ensure(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """Get the object, or create it (recorded); ``None`` in check mode if absent."""
+        """The object as it is, or created (recorded); ``None`` in check mode if absent.
+
+        In a phase this call entered (:attr:`entered`), created first and read only when
+        that fails (it exists: 409, or a webhook refused a duplicate), one request where a
+        read first took two; otherwise (a resumed or verified phase, whose objects are
+        there) read first. What was created answers the wait that follows on it by name
+        (:meth:`client.Kube.seed`)."""
         meta = obj["metadata"]
-        current = self.kube.get(obj["apiVersion"], obj["kind"], meta["name"],
-                                meta.get("namespace"))
-        if current is not None:
-            return current
-        where = f" in {meta['namespace']}" if meta.get("namespace") else ""
-        self.did(f"create {obj['kind']} {meta['name']}{where}")
-        if self.check_mode:
-            return None
+        api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], \
+            meta.get("namespace")
+        where = f" in {ns}" if ns else ""
+        if self.check_mode or not self.entered:
+            current = self.kube.get(api_version, kind, name, ns)
+            if current is not None:
+                return current
+            self.did(f"create {kind} {name}{where}")
+            if self.check_mode:
+                return None
+            try:
+                created = self.kube.create(obj)
+            except ApiError as exc:
+                if exc.status == 409:
+                    return self.kube.get(api_version, kind, name, ns)
+                raise
+            self.kube.seed(created)
+            return created
         try:
-            return self.kube.create(obj)
+            created = self.kube.create(obj)
         except ApiError as exc:
-            if exc.status == 409:
-                return self.kube.get(obj["apiVersion"], obj["kind"], meta["name"],
-                                     meta.get("namespace"))
-            raise
+            if not 400 <= exc.status < 500 or isinstance(exc, NotServed):
+                raise
+            current = self.kube.get(api_version, kind, name, ns)
+            if current is None:   # not there: the refusal was about the object itself
+                raise
+            return current
+        self.did(f"create {kind} {name}{where}")
+        self.kube.seed(created)
+        return created
 
     def wait(self, sources: list[waiting.Source], predicate: waiting.Predicate, what: str
              ) -> waiting.Verdict:
@@ -211,6 +236,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             writer.update(lambda s: plan_status.start_phase(s, phase, writer.now(),
                                                             writer.generation))
             ctx.did(f"enter phase {phase.active}")
+            ctx.entered = True
         try:
             step = act(ctx)
         except Pending as pend:
