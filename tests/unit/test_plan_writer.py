@@ -32,9 +32,15 @@ class FakeKube:
         self.events: list[dict[str, Any]] = []
         self.conflicts = 0
         self.puts = 0
+        self.event_gets = 0
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None
             ) -> dict[str, Any] | None:
+        if kind == "Event":
+            self.event_gets += 1
+            return next((copy.deepcopy(e) for e in self.events
+                         if (e["metadata"]["namespace"], e["metadata"]["name"])
+                         == (namespace, name)), None)
         return copy.deepcopy(self.plan)
 
     def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -53,9 +59,13 @@ class FakeKube:
         return copy.deepcopy(self.plan)
 
     def list(self, *a: Any, **kw: Any) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["metadata"]["namespace"] == kw.get("namespace")]
+        raise AssertionError("Events are found again by name, never listed")
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj["metadata"]
+        if any((e["metadata"]["namespace"], e["metadata"]["name"])
+               == (md["namespace"], md["name"]) for e in self.events):
+            raise ApiError(409, "AlreadyExists", f"events {md['name']} already exists")
         self.events.append(copy.deepcopy(obj))
         return obj
 
@@ -106,6 +116,36 @@ def test_events_follow_the_write_and_repeat_is_aggregated() -> None:
     writer.recorder.emit(plan_status.EventSpec("Normal", "PhaseTransition",
                                                "Entering phase ISODownload"))
     assert len(kube.events) == 1 and kube.events[0]["count"] == 2
+    assert kube.event_gets == 0     # this call created it: its count is known
+
+
+def test_a_repeat_in_another_module_call_is_aggregated_by_name() -> None:
+    """A later module call (a new writer and recorder) folds an identical Event into the
+    existing one: its create is refused (same name), it reads that Event and bumps the count;
+    a different message is a new Event."""
+    kube = FakeKube(new_plan())
+    spec = plan_status.EventSpec("Warning", "NodeUpgradeRetry", "node-1: waiting for drain")
+    PlanWriter(kube, new_plan()).recorder.emit(spec)   # type: ignore[arg-type]
+    later = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    later.recorder.emit(spec)
+    later.recorder.emit(spec)
+    assert [e["count"] for e in kube.events] == [3]
+    assert kube.event_gets == 1
+    later.event("NodeUpgradeRetry", "node-2: waiting for drain", warning=True)
+    assert len(kube.events) == 2
+
+
+def test_node_loop_events_are_aggregated_with_their_own_source() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.event("VMShutdown", "default/pinned", namespace="harvester-system",
+                 component="vm-live-migrate-detector")
+    writer.event("VMShutdown", "default/pinned", namespace="harvester-system",
+                 component="vm-live-migrate-detector")
+    writer.event("VMShutdown", "default/pinned", namespace="harvester-system")
+    assert [(e["source"]["component"], e["count"]) for e in kube.events] == [
+        ("vm-live-migrate-detector", 2), (writer.component, 1)]
+    assert [e["reason"] for e in writer.events] == ["VMShutdown"] * 3
 
 
 def test_no_write_when_nothing_changes() -> None:

@@ -5,13 +5,19 @@ plan, in namespace ``default`` (what the recorder uses for a cluster-scoped obje
 spec says otherwise (``ImageCleanupSkipped`` goes to ``harvester-system``). A repeat of an
 identical Event (same object, type, reason, message, source) is aggregated: its ``count`` is
 incremented and ``lastTimestamp`` moved, instead of creating another object — so
-``kubectl describe`` shows ``(x2 over …)`` as for the toolkit. Names follow client-go:
-``<plan>.<hex of the creation time in ns>``.
+``kubectl describe`` shows ``(x2 over …)`` as for the toolkit.
+
+client-go aggregates within one process (its correlator's cache); a run of the collection is
+many module calls, so a repeat has to be found across them without listing the namespace's
+Events in every call. The name is ``<plan>.<16 hex digits of a hash of what makes two Events
+identical>`` (client-go's ``<plan>.<hex of the time>`` is unique per object, which only a
+list could find again): the first Event is a create, a repeat's create is answered 409 and
+becomes a read and a count patch.
 """
 
 from __future__ import annotations
 
-import time
+import hashlib
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -37,13 +43,21 @@ def involved_object(plan: dict[str, Any]) -> dict[str, Any]:
     return ref
 
 
+def event_name(plan: dict[str, Any], spec: EventSpec,
+               component: str = c.EVENT_COMPONENT) -> str:
+    """The name every identical Event about ``plan`` gets (see the module docstring)."""
+    meta = plan.get("metadata") or {}
+    key = "\0".join(str(x) for x in (meta.get("uid") or meta.get("name"), spec.namespace,
+                                      spec.type, spec.reason, spec.message, component))
+    return f"{meta.get('name')}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
 def build_event(plan: dict[str, Any], spec: EventSpec, now: str,
                 component: str = c.EVENT_COMPONENT) -> dict[str, Any]:
     """A new core/v1 Event for ``spec`` (pure; used by :class:`Recorder` and tests)."""
-    name = (plan.get("metadata") or {}).get("name")
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": spec.namespace},
+        "metadata": {"name": event_name(plan, spec, component), "namespace": spec.namespace},
         "involvedObject": involved_object(plan),
         "reason": spec.reason, "message": spec.message, "type": spec.type,
         "source": {"component": component},
@@ -69,40 +83,37 @@ class Recorder:
     def __init__(self, kube: Kube, plan: dict[str, Any],
                  component: str = c.EVENT_COMPONENT) -> None:
         self.kube, self.plan, self.component = kube, plan, component
-        self._cache: dict[str, list[dict[str, Any]]] = {}
+        self._known: dict[tuple[str, str], dict[str, Any]] = {}   # (namespace, name) -> Event
         self.emitted: list[dict[str, str]] = []
 
-    def _existing(self, namespace: str) -> list[dict[str, Any]]:
-        if namespace not in self._cache:
-            name = (self.plan.get("metadata") or {}).get("name")
-            try:
-                items = self.kube.list(*c.EVENT, namespace=namespace,
-                                       field_selector=f"involvedObject.name={name}")
-            except ApiError:
-                items = self.kube.list(*c.EVENT, namespace=namespace)
-            self._cache[namespace] = items
-        return self._cache[namespace]
-
-    def emit(self, spec: EventSpec, check_mode: bool = False) -> None:
-        """Create the Event or bump the count of an identical one. Never raises: an Event
-        that cannot be written must not fail an upgrade step."""
+    def emit(self, spec: EventSpec, check_mode: bool = False,
+             component: str | None = None) -> None:
+        """Create the Event or bump the count of an identical one (``component``: the source,
+        the recorder's by default). Never raises: an Event that cannot be written must not
+        fail an upgrade step."""
         self.emitted.append({"type": spec.type, "reason": spec.reason,
                              "message": spec.message})
         if check_mode:
             return
+        component = component or self.component
         now = now_iso()
+        ev = build_event(self.plan, spec, now, component)
+        key = (spec.namespace, ev["metadata"]["name"])
         try:
-            existing = [e for e in self._existing(spec.namespace)
-                        if same_event(e, self.plan, spec, self.component)]
-            if existing:
-                ev = existing[-1]
-                count = int(ev.get("count") or 1) + 1
-                updated = self.kube.patch(*c.EVENT, ev["metadata"]["name"],
-                                          {"count": count, "lastTimestamp": now},
-                                          namespace=spec.namespace)
-                existing[-1].update(updated or {"count": count, "lastTimestamp": now})
-                return
-            created = self.kube.create(build_event(self.plan, spec, now, self.component))
-            self._existing(spec.namespace).append(created)
+            known = self._known.get(key)
+            if known is None:
+                try:
+                    self._known[key] = self.kube.create(ev)
+                    return
+                except ApiError as e:
+                    if e.status != 409:
+                        raise
+                known = self.kube.get(*c.EVENT, key[1], namespace=spec.namespace)
+                if known is None or not same_event(known, self.plan, spec, component):
+                    return
+            count = int(known.get("count") or 1) + 1
+            updated = self.kube.patch(*c.EVENT, key[1], {"count": count, "lastTimestamp": now},
+                                      namespace=spec.namespace)
+            self._known[key] = updated or {**known, "count": count, "lastTimestamp": now}
         except ApiError:
             pass

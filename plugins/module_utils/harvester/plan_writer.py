@@ -329,28 +329,12 @@ class PlanWriter:
               component: str | None = None, namespace: str = c.EVENT_NS) -> None:
         """An Event of the node loop about the plan (cluster-scoped object ⇒ namespace
         ``default``, or ``harvester-system`` for the detector/restore-vm events, as
-        upgrade-toolkit does); each one is created, none aggregated."""
+        upgrade-toolkit does), through the recorder: an identical repeat is aggregated."""
         self.events.append({"reason": reason, "message": message})
-        if self.check_mode:
-            return
-        ts = plan_status.now_iso()
-        meta = self.plan.get("metadata") or {}
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{self.name}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": c.PLAN_API_VERSION, "kind": c.PLAN_KIND,
-                               "name": self.name, "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "reason": reason, "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": component or self.component},
-            "reportingComponent": component or self.component,
-            "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
-        }
-        try:
-            self.kube.create(body)
-        except Exception as exc:  # noqa: BLE001 - an Event is best effort, never fails a step
-            self.events.append({"reason": "EventNotRecorded", "message": str(exc)[:200]})
+        self.recorder.plan = self.plan
+        self.recorder.emit(plan_status.EventSpec("Warning" if warning else "Normal", reason,
+                                                 message[:1024], namespace),
+                           self.check_mode, component or self.component)
 
     def fail_node(self, node: str, state: str, reason: str, message: str) -> None:
         """Record a node failure and fail the plan ("node <n> upgrade failed: <msg>"); when
