@@ -319,7 +319,7 @@ def _evacuation_windows(timeline: list[dict[str, Any]],
     for node in set(starts) | set(chain_starts):
         later = sorted(chain_starts.get(node, []))
         opened = sorted(starts.get(node, [])) or [float("-inf")]
-        wins = []
+        wins: list[tuple[float, float]] = []
         for t0 in opened:
             t1 = next((x for x in later if x >= t0), float("inf"))
             if wins and wins[-1][1] == t1:
