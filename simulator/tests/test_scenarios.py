@@ -51,8 +51,8 @@ def test_builtins_have_the_promised_shapes() -> None:
     assert len(two["nodes"]) == 200 and len(two["vms"]) == 6000
     roles = {tuple(n["roles"]) for n in two["nodes"]}
     assert roles == {("control-plane", "etcd", "worker"), ("etcd",), ("worker",)}
-    assert [n["name"] for n in two["nodes"] if n["witness"]] == ["witness"]
-    assert all(v["initialNode"] != "witness" for v in two["vms"])
+    assert [n["name"] for n in two["nodes"] if n["witness"]] == ["witness-1"]
+    assert all(v["initialNode"] != "witness-1" for v in two["vms"])
     pinned = [v for v in two["vms"] if v["pinned"]]
     assert len(pinned) == 64 and all(v["initialNode"] == v["pinned"] for v in pinned)
     gpu = [v for v in two["vms"] if v["devices"]["gpus"]]
