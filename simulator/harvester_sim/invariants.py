@@ -778,7 +778,10 @@ class Monitor:
         for where, fn in (("end check: VMs running", self._end_vms),
                           ("end check: upgrade finished", self._end_state)):
             try:
-                with self._lock, self.world.store.lock:
+                # the store's lock first, as every write takes it before the monitor's (a write
+                # calls on_event with it held): the other order deadlocked a report built while
+                # the controllers still ran (two-hundred-node, a kubelet heartbeat)
+                with self.world.store.lock, self._lock:
                     out += fn()
             except Exception as exc:  # noqa: BLE001 - a crashed end check is a violation
                 log.exception("invariant end check crashed")
