@@ -133,6 +133,15 @@ DESCHEDULER_ADDON = ("kube-system", "descheduler")
 PLAN_GROUP = "management.harvesterhci.io"
 
 
+def _by_volume(replicas: list[Obj]) -> dict[str, list[Obj]]:
+    """Longhorn replicas by ``spec.volumeName``: one pass, so that counting every volume's
+    replicas does not scan every replica per volume (18,000 x 6,000 at 200 nodes)."""
+    out: dict[str, list[Obj]] = {}
+    for r in replicas:
+        out.setdefault(str((r.get("spec") or {}).get("volumeName") or ""), []).append(r)
+    return out
+
+
 def _md(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
 
@@ -348,11 +357,11 @@ class Monitor:
         self.started = True
 
     def _seed_end_state(self) -> None:
-        replicas = self._list("longhorn.io", "replicas") or []
+        replicas = _by_volume(self._list("longhorn.io", "replicas") or [])
         for v in self._list("longhorn.io", "volumes") or []:
             name = _md(v).get("name") or ""
             self.initial_volume_replicas[name] = (
-                self._good_replicas(name, replicas),
+                self._good_replicas(name, replicas.get(name, [])),
                 str((v.get("status") or {}).get("robustness") or ""))
 
     # --------------------------------------------------------------------------- events
@@ -786,7 +795,10 @@ class Monitor:
         for where, fn in (("end check: VMs running", self._end_vms),
                           ("end check: upgrade finished", self._end_state)):
             try:
-                with self._lock, self.world.store.lock:
+                # the store's lock first, as every write takes it before the monitor's (a write
+                # calls on_event with it held): the other order deadlocked a report built while
+                # the controllers still ran (two-hundred-node, a kubelet heartbeat)
+                with self.world.store.lock, self._lock:
                     out += fn()
             except Exception as exc:  # noqa: BLE001 - a crashed end check is a violation
                 log.exception("invariant end check crashed")
@@ -839,14 +851,14 @@ class Monitor:
         def add(kind: str, message: str, **objects: Any) -> None:
             out.append({"kind": kind, "t": now, "message": message, "plan": plan, **objects})
 
-        replicas = self._list("longhorn.io", "replicas") or []
+        replicas = _by_volume(self._list("longhorn.io", "replicas") or [])
         for v in self._list("longhorn.io", "volumes") or []:
             name = _md(v).get("name") or ""
             if _md(v).get("deletionTimestamp"):
                 continue
             want = int((v.get("spec") or {}).get("numberOfReplicas") or 0)
             st = v.get("status") or {}
-            have = self._good_replicas(name, replicas)
+            have = self._good_replicas(name, replicas.get(name, []))
             base_have, base_rob = self.initial_volume_replicas.get(name, (want, "healthy"))
             need = min(want, base_have)
             rob = str(st.get("robustness") or "")

@@ -1,8 +1,9 @@
 """The run report: what happened in a simulated cluster, as JSON for tools and text for people.
 
 ``build(world) -> dict`` gathers the invariant verdicts, migrations, reboots, API traffic,
-the timeline and the critical path (the sum of the unavoidable simulated durations along the
-serial chain of an upgrade, from the timeline's ``span`` records); ``main(argv)`` implements
+the timeline and the critical path (the limit: the longest chain of unavoidable simulated
+work of an upgrade, parallel work counted once, from the timeline's ``span`` records);
+``main(argv)`` implements
 ``harvester-sim report FILE [--plot PNG]``. Keys and span names are documented in
 ``docs/scenarios.md`` ("Report").
 """
@@ -38,7 +39,7 @@ def build(world: Any) -> dict[str, Any]:
         violations = list(mon.violations) + list(mon.check_end())
         invariants = mon.summary()
     scn = getattr(world, "scenario", None) or {}
-    cp = critical_path(timeline)
+    cp = critical_path(timeline, world_limits(world))
     faults = getattr(world, "faults", None)
     return {
         "report_version": REPORT_VERSION,
@@ -55,6 +56,7 @@ def build(world: Any) -> dict[str, Any]:
         "node_reboots": node_reboots(timeline, mon),
         "api_requests": api_requests(world.extras.get("api_stats")),
         "critical_path_s": cp["total_s"],
+        "critical_path_serial_sum_s": cp["serial_sum_s"],
         "critical_path": cp,
         "faults_fired": _jsonable(list(getattr(faults, "fired", []) or [])),
         "controller_errors": len(getattr(getattr(world, "runtime", None), "errors", []) or []),
@@ -258,39 +260,174 @@ def whole_jobs(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def critical_path(timeline: list[dict[str, Any]]) -> dict[str, Any]:
-    """The unavoidable simulated duration of an upgrade, from successful spans:
+# KubeVirt's defaults (``pkg/virt-config``: ``ParallelOutboundMigrationsPerNodeDefault`` 2,
+# ``ParallelMigrationsPerClusterDefault`` 5), used when a report does not say.
+DEFAULT_LIMITS: dict[str, int | None] = {"parallel_outbound_migrations_per_node": 2,
+                                         "parallel_migrations_per_cluster": 5}
+SPAN_NODE_CHAIN = ("rke2_restart", "os_install", "reboot")
 
-    ISO download (the last successful one) + the slowest node's image preload + the cluster
-    upgrade job + for every node, in series: its outgoing migrations (serialized), VM
-    shutdowns, RKE2 restart, OS install and reboot + image cleanup (serial, concurrency 1).
+
+def world_limits(world: Any) -> dict[str, int | None]:
+    """The concurrency limits of the simulated cluster that bound the limit: KubeVirt's
+    migration limits as its controller applies them (the scenario's KubeVirt CR)."""
+    kv = (getattr(world, "controllers", None) or {}).get("kubevirt")
+    out = dict(DEFAULT_LIMITS)
+    for key, attr in (("parallel_outbound_migrations_per_node", "parallel_outbound_per_node"),
+                      ("parallel_migrations_per_cluster", "parallel_migrations_per_cluster")):
+        v = getattr(kv, attr, None)
+        if isinstance(v, int) and v > 0:
+            out[key] = v
+    return out
+
+
+def _plan_concurrency(timeline: list[dict[str, Any]], suffix: str) -> int | None:
+    """``spec.concurrency`` of the SUC Plan ``*<suffix>`` as SUC recorded it on its Jobs
+    (``suc_job_created``), None when not recorded."""
+    for e in timeline:
+        if e.get("event") == "suc_job_created" and str(e.get("plan") or "").endswith(suffix) \
+                and e.get("concurrency") is not None:
+            return max(1, int(e["concurrency"]))
+    return None
+
+
+def _batched(durations: list[float], lanes: int | None) -> float:
+    """Lower bound of running ``durations`` with at most ``lanes`` at a time (None: no
+    limit): the longest one, or the total shared by the lanes, whichever is longer."""
+    if not durations:
+        return 0.0
+    longest = max(durations)
+    return longest if not lanes else max(longest, sum(durations) / lanes)
+
+
+def _evacuation_windows(timeline: list[dict[str, Any]],
+                        chain: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """When each node was being emptied: from Rancher's ``node_cordoned`` (or
+    ``pre_drain_set``) of the node to the start of its next RKE2 restart / OS install / reboot
+    span (the drain, and with it KubeVirt's own evacuation, ends before Rancher restarts
+    RKE2). A node with chain spans but no such event: up to its first chain span."""
+    starts: dict[str, list[float]] = defaultdict(list)
+    for e in timeline:
+        if e.get("event") in ("node_cordoned", "pre_drain_set") and e.get("node"):
+            t = float(e.get("t") or 0.0)
+            mine = starts[str(e["node"])]
+            if not mine or not any(abs(t - x) < 1e-6 for x in mine):
+                mine.append(t)
+    chain_starts: dict[str, list[float]] = defaultdict(list)
+    for s in chain:
+        chain_starts[_node_of(s)].append(float(s["start"]))
+    out: dict[str, list[tuple[float, float]]] = {}
+    for node in set(starts) | set(chain_starts):
+        later = sorted(chain_starts.get(node, []))
+        opened = sorted(starts.get(node, [])) or [float("-inf")]
+        wins: list[tuple[float, float]] = []
+        for t0 in opened:
+            t1 = next((x for x in later if x >= t0), float("inf"))
+            if wins and wins[-1][1] == t1:
+                continue    # the cordon and the pre-drain request open one window
+            wins.append((t0, t1))
+        out[node] = wins
+    return out
+
+
+def critical_path(timeline: list[dict[str, Any]],
+                  limits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The limit of an upgrade: the longest chain of unavoidable simulated work, parallel work
+    counted once, from the timeline's successful spans (docs/performance.md says why each part
+    is unavoidable; ``limits`` are the cluster's concurrency limits, :data:`DEFAULT_LIMITS`
+    when not given):
+
+    ISO download (the last successful one)
+    + image preload: the slowest node's, or all nodes' shared by the preload plan's SUC
+      concurrency, whichever is longer
+    + the cluster upgrade Job
+    + for every node, one at a time (the next one is cordoned only once the previous one is
+      back): its evacuation — KubeVirt runs at most min(parallelOutboundMigrationsPerNode,
+      parallelMigrationsPerCluster) of its migrations at a time, so the longest one or their
+      sum over that many lanes, whichever is longer (and no shorter than its longest VM
+      shutdown) —, RKE2 restart, OS install Job, reboot to Ready
+    + image cleanup: the longest Job, or all of them shared by the cleanup plan's SUC
+      concurrency (1 when not recorded, as upstream's plan).
+
     The work a Job runs (image preload, cluster upgrade, OS install, image cleanup) counts
-    from its pod's creation (:func:`whole_jobs`).
+    from its pod's creation (:func:`whole_jobs`). ``serial_sum_s`` keeps the earlier figure
+    (every node's migrations and VM shutdowns one after the other, image cleanup in series),
+    which is not a lower bound: parallel migrations were counted once each.
     """
-    timeline = whole_jobs(list(timeline)) + derived_spans(timeline)
+    lim = {**DEFAULT_LIMITS, **{k: v for k, v in (limits or {}).items() if v}}
+    raw = list(timeline)
+    timeline = whole_jobs(raw) + derived_spans(raw)
     iso = _spans(timeline, SPAN_ISO)
     iso_s = iso[-1]["duration"] if iso else 0.0
     pre: dict[str, float] = defaultdict(float)
     for s in _spans(timeline, SPAN_PRELOAD):
         pre[_node_of(s)] += s["duration"]
-    preload_s = max(pre.values()) if pre else 0.0
+    preload_conc = lim.get("image_preload_concurrency") or _plan_concurrency(
+        raw, "-image-preload")
+    preload_s = _batched(list(pre.values()), preload_conc)
     cl = _spans(timeline, SPAN_CLUSTER)
     cluster_s = cl[-1]["duration"] if cl else 0.0
     per_node: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for s in _spans(timeline, SPAN_NODE):
+    chain = _spans(timeline, SPAN_NODE_CHAIN)
+    for s in chain:
         per_node[_node_of(s)][s["what"]] += s["duration"]
     nodes_s = sum(sum(parts.values()) for parts in per_node.values())
-    cleanup_s = sum(s["duration"] for s in _spans(timeline, SPAN_CLEANUP))
-    total = iso_s + preload_s + cluster_s + nodes_s + cleanup_s
+    # each node's evacuation: what left it while it was being emptied, KubeVirt running at
+    # most ``lanes`` of its outbound migrations at a time
+    lanes = min(int(lim["parallel_outbound_migrations_per_node"] or 1),
+                int(lim["parallel_migrations_per_cluster"] or 1))
+    migs = _spans(timeline, ("migration",))
+    stops = _spans(timeline, ("vm_shutdown",))
+    evacuations: dict[str, dict[str, Any]] = {}
+    for node, wins in sorted(_evacuation_windows(raw, chain).items()):
+        for t0, t1 in wins:
+            def inside(sp: dict[str, Any], t0: float = t0, t1: float = t1) -> bool:
+                return float(sp["start"]) >= t0 - 1e-6 and float(sp["end"]) <= t1 + 1e-6
+            mig = [sp["duration"] for sp in migs if _node_of(sp) == node and inside(sp)]
+            stop = [sp["duration"] for sp in stops if _node_of(sp) == node and inside(sp)]
+            if not mig and not stop:
+                continue
+            ev = evacuations.setdefault(node, {"bound_s": 0.0, "migrations": 0,
+                                               "migration_sum_s": 0.0,
+                                               "longest_migration_s": 0.0, "vm_shutdowns": 0})
+            ev["bound_s"] += max(_batched(mig, lanes), max(stop, default=0.0))
+            ev["migrations"] += len(mig)
+            ev["migration_sum_s"] += sum(mig)
+            ev["longest_migration_s"] = max(ev["longest_migration_s"], max(mig, default=0.0))
+            ev["vm_shutdowns"] += len(stop)
+    evac_s = sum(ev["bound_s"] for ev in evacuations.values())
+    cleanup = _spans(timeline, SPAN_CLEANUP)
+    cleanup_conc = lim.get("image_cleanup_concurrency") or _plan_concurrency(
+        raw, "-image-cleanup") or 1
+    cleanup_s = _batched([s["duration"] for s in cleanup], cleanup_conc)
+    total = iso_s + preload_s + cluster_s + evac_s + nodes_s + cleanup_s
+    # the earlier figure, for comparison: every node's migrations and shutdowns in series
+    serial_nodes: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for s in _spans(timeline, SPAN_NODE):
+        serial_nodes[_node_of(s)][s["what"]] += s["duration"]
+    serial_nodes_s = sum(sum(parts.values()) for parts in serial_nodes.values())
+    serial_cleanup_s = sum(s["duration"] for s in cleanup)
+    serial_pre_s = max(pre.values()) if pre else 0.0
+    serial = iso_s + serial_pre_s + cluster_s + serial_nodes_s + serial_cleanup_s
     return {
         "total_s": round(total, 3),
         "iso_download_s": round(iso_s, 3),
         "image_preload_s": round(preload_s, 3),
         "cluster_upgrade_s": round(cluster_s, 3),
+        "evacuations_s": round(evac_s, 3),
+        "evacuations": {n: {k: round(v, 3) for k, v in ev.items()}
+                        for n, ev in evacuations.items()},
+        "migration_lanes": lanes,
         "nodes_s": round(nodes_s, 3),
         "per_node": {n: {k: round(v, 3) for k, v in sorted(parts.items())}
                      for n, parts in sorted(per_node.items())},
         "image_cleanup_s": round(cleanup_s, 3),
+        "limits": {**lim, "image_preload_concurrency": preload_conc,
+                   "image_cleanup_concurrency": cleanup_conc},
+        "serial_sum_s": round(serial, 3),
+        "serial_sum": {"nodes_s": round(serial_nodes_s, 3),
+                       "image_cleanup_s": round(serial_cleanup_s, 3),
+                       "per_node": {n: {k: round(v, 3) for k, v in sorted(parts.items())}
+                                    for n, parts in sorted(serial_nodes.items())}},
     }
 
 
@@ -314,11 +451,14 @@ def format_text(rep: dict[str, Any], timeline_lines: int = 40) -> str:
     cp = float(rep.get("critical_path_s") or 0)
     w(f"  simulated {_fmt_s(sim)}, wall {_fmt_s(float(rep.get('wall_duration_s') or 0))}")
     if cp:
-        w(f"  critical path {_fmt_s(cp)}  (simulated / critical path = {sim / cp:.2f})")
+        w(f"  critical path (limit) {_fmt_s(cp)}  (simulated / critical path = {sim / cp:.2f})")
         c = rep.get("critical_path") or {}
         w("    " + ", ".join(f"{k[:-2]} {_fmt_s(c[k])}" for k in
-                            ("iso_download_s", "image_preload_s", "cluster_upgrade_s", "nodes_s",
-                             "image_cleanup_s") if c.get(k)))
+                            ("iso_download_s", "image_preload_s", "cluster_upgrade_s",
+                             "evacuations_s", "nodes_s", "image_cleanup_s") if c.get(k)))
+        serial = float(rep.get("critical_path_serial_sum_s") or c.get("serial_sum_s") or 0)
+        if serial:
+            w(f"  serial sum (the earlier figure, not a bound) {_fmt_s(serial)}")
     viol = rep.get("invariant_violations") or []
     w("")
     w(f"Invariant violations: {len(viol)}" + ("" if viol else "  (none)"))

@@ -47,12 +47,124 @@ def test_critical_path_from_spans() -> None:
     assert cp["iso_download_s"] == 60
     assert cp["image_preload_s"] == 70
     assert cp["cluster_upgrade_s"] == 300
-    assert cp["per_node"]["n1"] == {"migration": 25, "os_install": 120, "reboot": 180,
-                                    "rke2_restart": 20}
-    assert cp["per_node"]["n2"] == {"migration": 10, "os_install": 120, "reboot": 180}
-    assert cp["nodes_s"] == 25 + 120 + 180 + 20 + 10 + 120 + 180
+    assert cp["per_node"]["n1"] == {"os_install": 120, "reboot": 180, "rke2_restart": 20}
+    assert cp["per_node"]["n2"] == {"os_install": 120, "reboot": 180}
+    assert cp["nodes_s"] == 120 + 180 + 20 + 120 + 180
+    # n1's two migrations (10 s, 15 s) may run side by side (2 lanes): the longer one counts
+    assert cp["evacuations"]["n1"]["bound_s"] == 15
+    assert cp["evacuations"]["n2"]["bound_s"] == 10
+    assert cp["evacuations_s"] == 25
     assert cp["image_cleanup_s"] == 15
-    assert cp["total_s"] == 60 + 70 + 300 + 655 + 15
+    assert cp["total_s"] == 60 + 70 + 300 + 25 + 620 + 15
+    # the earlier figure: every migration in series
+    assert cp["serial_sum"]["per_node"]["n1"] == {"migration": 25, "os_install": 120,
+                                                  "reboot": 180, "rke2_restart": 20}
+    assert cp["serial_sum_s"] == 60 + 70 + 300 + 655 + 15
+
+
+def _node_chain(node: str, t: float) -> list[dict[str, Any]]:
+    """Rancher's part of one node after its evacuation: RKE2 restart, OS install, reboot."""
+    return [span("rke2_restart", t, t + 20, node=node), span("os_install", t + 20, t + 140,
+                                                             node=node),
+            span("reboot", t + 140, t + 320, node=node)]
+
+
+def test_parallel_migrations_are_counted_once() -> None:
+    """An upgrade whose four 10 s migrations ran two at a time (KubeVirt's default
+    parallelOutboundMigrationsPerNode) took 20 s to evacuate: the limit must not be longer
+    than the run itself. The earlier serial sum (40 s of migrations) was."""
+    tl = [{"t": 0, "event": "node_cordoned", "node": "n1"},
+          span("migration", 0, 10, node="n1", vm="default/a"),
+          span("migration", 0, 10, node="n1", vm="default/b"),
+          span("migration", 10, 20, node="n1", vm="default/c"),
+          span("migration", 10, 20, node="n1", vm="default/d"),
+          *_node_chain("n1", 20)]
+    cp = report.critical_path(tl)
+    makespan = 20 + 320
+    assert cp["evacuations"]["n1"] == {"bound_s": 20, "migrations": 4, "migration_sum_s": 40,
+                                       "longest_migration_s": 10, "vm_shutdowns": 0}
+    assert cp["total_s"] == makespan
+    assert cp["serial_sum_s"] == makespan + 20 > makespan
+
+
+def test_one_long_migration_bounds_the_evacuation() -> None:
+    tl = [span("migration", 0, 30, node="n1", vm="default/big"),
+          span("migration", 0, 5, node="n1", vm="default/a"),
+          span("migration", 5, 10, node="n1", vm="default/b"),
+          *_node_chain("n1", 30)]
+    assert report.critical_path(tl)["evacuations"]["n1"]["bound_s"] == 30   # not 40 / 2
+
+
+def test_migration_lanes_follow_the_clusters_limits() -> None:
+    tl = [span("migration", 0, 10, node="n1", vm="default/a"),
+          span("migration", 10, 20, node="n1", vm="default/b"),
+          span("migration", 20, 30, node="n1", vm="default/c"),
+          *_node_chain("n1", 30)]
+    one = {"parallel_outbound_migrations_per_node": 1}
+    assert report.critical_path(tl, one)["evacuations_s"] == 30
+    assert report.critical_path(tl)["evacuations_s"] == 15          # KubeVirt's default: 2
+    # the per-cluster limit binds when it is the smaller one
+    assert report.critical_path(tl, {"parallel_outbound_migrations_per_node": 5,
+                                     "parallel_migrations_per_cluster": 3})[
+        "evacuations_s"] == 10
+    assert report.critical_path(tl, one)["migration_lanes"] == 1
+
+
+def test_only_a_nodes_evacuation_counts() -> None:
+    """Migrations before Rancher cordons the node (e.g. KubeVirt's workload update during the
+    cluster upgrade) are not the node's evacuation; those during Rancher's drain are (the naive
+    evacuation: KubeVirt migrates what the drain evicts, before RKE2 restarts)."""
+    tl = [span("migration", 0, 50, node="n1", vm="default/early"),
+          {"t": 100, "event": "node_cordoned", "node": "n1"},
+          {"t": 100, "event": "pre_drain_set", "node": "n1"},
+          {"t": 101, "event": "hook_acked", "hook": "pre-drain", "node": "n1"},
+          span("drain", 101, 125, node="n1"),
+          span("migration", 102, 124, node="n1", vm="default/drained"),
+          *_node_chain("n1", 125),
+          span("migration", 500, 509, node="n1", vm="default/later")]
+    cp = report.critical_path(tl)
+    assert cp["evacuations"]["n1"]["migrations"] == 1
+    assert cp["evacuations_s"] == 22
+    assert cp["total_s"] == 22 + 320
+
+
+def test_vm_shutdowns_bound_the_evacuation() -> None:
+    tl = [{"t": 0, "event": "node_cordoned", "node": "n1"},
+          span("migration", 0, 5, node="n1", vm="default/a"),
+          span("vm_shutdown", 0, 12, node="n1", vm="default/pinned"),
+          *_node_chain("n1", 12)]
+    ev = report.critical_path(tl)["evacuations"]["n1"]
+    assert ev["bound_s"] == 12 and ev["vm_shutdowns"] == 1
+
+
+def test_suc_concurrency_shares_the_jobs() -> None:
+    """SUC runs at most the Plan's ``spec.concurrency`` Jobs at once (recorded on
+    ``suc_job_created``): image cleanup is then the longest Job or all of them over that many
+    lanes; without a recorded concurrency, upstream's 1 (in series)."""
+    tl: list[dict[str, Any]] = []
+    for i, node in enumerate(("n1", "n2", "n3", "n4")):
+        tl += [{"t": 100, "event": "suc_job_created", "plan": "p-image-cleanup", "node": node,
+                "concurrency": 2},
+               {"t": 110 + i, "event": "suc_node_applied", "plan": "p-image-cleanup",
+                "node": node}]
+    cp = report.critical_path(tl)
+    assert cp["limits"]["image_cleanup_concurrency"] == 2
+    assert cp["image_cleanup_s"] == (10 + 11 + 12 + 13) / 2
+    assert cp["serial_sum"]["image_cleanup_s"] == 46
+    unrecorded = [{k: v for k, v in e.items() if k != "concurrency"} for e in tl]
+    assert report.critical_path(unrecorded)["image_cleanup_s"] == 46
+    # preload: every node at once by default, else shared by the plan's concurrency
+    pre = [span("image_preload", 0, 60, node=f"n{i}") for i in range(4)]
+    assert report.critical_path(pre)["image_preload_s"] == 60
+    assert report.critical_path(pre, {"image_preload_concurrency": 1})["image_preload_s"] == 240
+
+
+def test_limits_come_from_the_kubevirt_controller() -> None:
+    w = SimpleNamespace(controllers={"kubevirt": SimpleNamespace(
+        parallel_outbound_per_node=3, parallel_migrations_per_cluster=4)})
+    assert report.world_limits(w) == {"parallel_outbound_migrations_per_node": 3,
+                                      "parallel_migrations_per_cluster": 4}
+    assert report.world_limits(SimpleNamespace()) == report.DEFAULT_LIMITS
 
 
 def test_image_cleanup_is_derived_from_the_suc_jobs() -> None:
@@ -155,7 +267,9 @@ def test_build_has_every_key(world: Any) -> None:
                 "faults_fired", "scenario"):
         assert key in rep, key
     assert rep["scenario"] == "empty"
-    assert rep["critical_path_s"] == 1100
+    assert rep["critical_path_s"] == 1090
+    assert rep["critical_path_serial_sum_s"] == 1100
+    assert rep["critical_path"]["limits"]["parallel_outbound_migrations_per_node"] == 2
     assert rep["api_requests"]["by_verb"] == {"get": 4}
     assert [v["kind"] for v in rep["invariant_violations"]] == ["vm_killed"]
     assert rep["node_reboots"]["per_node"] == {"n1": 1, "n2": 1}
@@ -210,7 +324,9 @@ def test_spans_derived_from_events() -> None:
           {"t": 380.0, "event": "node_ready", "node": "n1"},
           {"t": 390.0, "event": "node_ready", "node": "n2"}]
     cp = report.critical_path(tl)
-    assert cp["per_node"] == {"n1": {"migration": 12.0, "reboot": 180.0}}
+    assert cp["per_node"] == {"n1": {"reboot": 180.0}}
+    assert cp["evacuations"]["n1"]["bound_s"] == 12.0
+    assert cp["serial_sum"]["per_node"] == {"n1": {"migration": 12.0, "reboot": 180.0}}
     # a real span of a kind wins over derivation
     assert report.critical_path([*tl, span("reboot", 0, 10, node="n1")])["per_node"]["n1"][
         "reboot"] == 10

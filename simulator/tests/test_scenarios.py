@@ -47,6 +47,18 @@ def test_builtins_have_the_promised_shapes() -> None:
     assert any(v["robustness"] == "degraded" for vm in mixed["vms"] for v in vm["volumes"])
     hundred = loader.load("hundred-node")
     assert len(hundred["nodes"]) == 100 and len(hundred["vms"]) == 3000
+    two = loader.load("two-hundred-node")      # issue 25's bigger rehearsal
+    assert len(two["nodes"]) == 200 and len(two["vms"]) == 6000
+    roles = {tuple(n["roles"]) for n in two["nodes"]}
+    assert roles == {("control-plane", "etcd", "worker"), ("etcd",), ("worker",)}
+    assert [n["name"] for n in two["nodes"] if n["witness"]] == ["witness-1"]
+    assert all(v["initialNode"] != "witness-1" for v in two["vms"])
+    pinned = [v for v in two["vms"] if v["pinned"]]
+    assert len(pinned) == 64 and all(v["initialNode"] == v["pinned"] for v in pinned)
+    gpu = [v for v in two["vms"] if v["devices"]["gpus"]]
+    assert len(gpu) == 16 and {v["initialNode"] for v in gpu} <= {
+        n["name"] for n in two["nodes"] if n["devices"]}
+    assert sum(1 for w in two["workloads"] if w["pdb"]) == 3
     assert len(loader.load("single-node")["nodes"]) == 1
     assert not loader.load("empty")["vms"]
     assert loader.load("three-node-migration-fail")["faults"][0]["kind"] == "migration_fail"

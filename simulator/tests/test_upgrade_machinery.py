@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harvester_sim import report
 from harvester_sim.testing import wait_for
 from harvester_sim.world import World
 
@@ -466,6 +467,13 @@ def test_minimal_upgrader_upgrades_three_node_cluster() -> None:
         sv = w.client.get("harvesterhci.io/v1beta1", "Setting", "server-version")
         assert sv["value"] == "v1.6.0"
         assert not w.runtime.errors, w.runtime.errors[0]
+        # the report's limit is a lower bound: the run (simulated time from its first span)
+        # took at least that long
+        rep = report.build(w)
+        began = min(float(e["start"]) for e in rep["timeline"] if e.get("event") == "span")
+        cp = rep["critical_path"]
+        assert cp["nodes_s"] > 0 and cp["cluster_upgrade_s"] > 0
+        assert rep["critical_path_s"] <= w.clock.now() - began, cp
     finally:
         w.stop()
 

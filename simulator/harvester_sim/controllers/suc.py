@@ -357,7 +357,10 @@ class SystemUpgradeController:
                 return self.client.try_get("batch/v1", "Job", jname, ns)
             log.warning("SUC: cannot create job %s: %s", jname, exc)
             return None
-        self.world.timeline.record("suc_job_created", plan=pname, node=node, job=jname)
+        # the Plan's concurrency bounds how many of its Jobs run at once (the report's limit)
+        self.world.timeline.record("suc_job_created", plan=pname, node=node, job=jname,
+                                   concurrency=int((plan.get("spec") or {}).get(
+                                       "concurrency") or 1))
         return created
 
     def build_job(self, plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
