@@ -228,6 +228,9 @@ class Monitor:
         self.vmis: dict[Key, Obj] = {}
         self.vms: dict[Key, Obj] = {}
         self.migrations: dict[Key, Obj] = {}
+        # (namespace, vmiName) -> names of its migrations (finished ones pile up: 3,000 by
+        # the end of hundred-node, scanned per VMI running on two nodes otherwise)
+        self._migrations_of: dict[Key, set[str]] = {}
         self.migrations_per_vm: Counter[str] = Counter()
         self.launchers: dict[Key, dict[str, str]] = {}   # (ns, vmi) -> running pod -> node
         self._dual_since: dict[Key, float] = {}
@@ -552,9 +555,9 @@ class Monitor:
         return out
 
     def _migration_active(self, k: Key) -> bool:
-        for m in self.migrations.values():
-            if _md(m).get("namespace") == k[0] and (m.get("spec") or {}).get("vmiName") == k[1] \
-                    and _phase(m) not in FINAL_MIGRATION_PHASES:
+        for name in self._migrations_of.get(k, ()):
+            m = self.migrations.get((k[0], name))
+            if m is not None and _phase(m) not in FINAL_MIGRATION_PHASES:
                 return True
         vmi = self.vmis.get(k)
         ms = ((vmi or {}).get("status") or {}).get("migrationState") or {}
@@ -563,10 +566,16 @@ class Monitor:
 
     def _on_migration(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         k = (_md(obj).get("namespace") or "", _md(obj).get("name") or "")
+        prev = self.migrations.get(k)
+        if prev is not None:
+            of = (k[0], (prev.get("spec") or {}).get("vmiName") or "")
+            self._migrations_of.get(of, set()).discard(k[1])
         if etype == "DELETED":
             self.migrations.pop(k, None)
             return
         self.migrations[k] = obj
+        self._migrations_of.setdefault(
+            (k[0], (obj.get("spec") or {}).get("vmiName") or ""), set()).add(k[1])
         if _phase(obj) == "Succeeded" and _phase(old) != "Succeeded" and not seeding:
             vmi = (obj.get("spec") or {}).get("vmiName", "")
             self.migrations_per_vm[f"{k[0]}/{vmi}"] += 1

@@ -52,6 +52,24 @@ def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> N
     assert node_safety.volume_at_risk(vol("a", "healthy"), "n1", [rep("a", "n1"), failed])
 
 
+def test_volumes_at_risk_reads_each_volumes_own_replicas() -> None:
+    # grouped by volume once: the same answers as volume_at_risk over the whole list
+    vols = [vol("a", "healthy"), vol("b", "degraded"), vol("c", "degraded"),
+            vol("d", "healthy"), vol("e", "degraded", "detached")]
+    failed = rep("d", "n2")
+    failed["spec"]["failedAt"] = "2026-01-01T00:00:00Z"
+    reps = [rep("a", "n1"), rep("a", "n2"), rep("b", "n1"), rep("b", "n2", running=False),
+            rep("c", "n2"), rep("d", "n1"), failed, rep("e", "n1")]
+    want = [w for v in vols if (w := node_safety.volume_at_risk(v, "n1", reps))]
+    got = node_safety.volumes_at_risk(vols, "n1", reps)
+    assert got == want
+    assert [w.split()[1] for w in got] == ["b", "d"]
+    assert node_safety.replicas_by_volume(reps)["a"] == reps[:2]
+    # an attached volume without any replica information still holds the node
+    assert node_safety.volumes_at_risk([vol("z", "healthy")], "n1", reps) == [
+        node_safety.volume_at_risk(vol("z", "healthy"), "n1", [])]
+
+
 class FakeKube:
     """``list``/``resource`` of :class:`client.Kube`; ``errors`` maps a kind to the
     exception its list raises; ``harvester`` whether Setting is served."""

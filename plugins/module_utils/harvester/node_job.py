@@ -41,6 +41,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_r
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
     longhorn_unreadable,
+    replicas_by_volume,
     volume_at_risk,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
@@ -289,13 +290,14 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
         raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
                                   f"tell which volumes are safe to drain {node} past") from exc
     out = set()
+    by_volume = replicas_by_volume(replicas)
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
         vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
         if vol is None or (vol.get("status") or {}).get("robustness") == "healthy":
             continue
-        if volume_at_risk(vol, node, replicas) is None:
+        if volume_at_risk(vol, node, by_volume.get(vol["metadata"]["name"], [])) is None:
             out.add(vol["metadata"]["name"])
     return sorted(out)
 

@@ -5,6 +5,7 @@ true or its timeout; Longhorn data that cannot be read fails closed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
@@ -53,6 +54,28 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
         return (f"volume {name} ({robust}) has its only healthy replica(s) on node {node}: "
                 f"{', '.join(sorted(str((r.get('metadata') or {}).get('name')) for r in healthy))}")
     return f"volume {name} ({robust}) has no healthy replica off node {node}"
+
+
+def replicas_by_volume(replicas: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Longhorn Replicas grouped by ``spec.volumeName``: each volume's check then reads its own
+    replicas instead of scanning all of them (3,000 volumes x 9,000 replicas at 100 nodes)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in replicas:
+        out.setdefault(str((r.get("spec") or {}).get("volumeName") or ""), []).append(r)
+    return out
+
+
+def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
+                    replicas: Iterable[dict[str, Any]]) -> list[str]:
+    """:func:`volume_at_risk` of every volume in ``vols`` (the reasons of those at risk)."""
+    by_volume = replicas_by_volume(replicas)
+    out = []
+    for v in vols:
+        name = str((v.get("metadata") or {}).get("name") or "")
+        why = volume_at_risk(v, node, by_volume.get(name, []))
+        if why:
+            out.append(why)
+    return out
 
 
 def longhorn_unreadable(exc: Exception, kinds: str, why: str) -> NodeLoopError:
@@ -116,10 +139,10 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
         raise longhorn_unreadable(exc, "Volumes and Replicas", why) from exc
 
     def risky(view: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-        reps = list((view.get("Replica") or {}).values())
-        return [r for v in view["Volume"].values() if (r := volume_at_risk(v, node, reps))]
+        return volumes_at_risk(view["Volume"].values(), node,
+                               (view.get("Replica") or {}).values())
 
-    at_risk = [r for v in vols if (r := volume_at_risk(v, node, replicas))]
+    at_risk = volumes_at_risk(vols, node, replicas)
     if not at_risk:
         return {"waited": False}
     if kube.check_mode:
@@ -168,7 +191,8 @@ def _pdb_blocking(pdbs: list[dict[str, Any]], pods: list[dict[str, Any]], node: 
 
 def wait_pdbs(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     """Wait (watch) until no PDB protecting a pod on the node forbids its eviction."""
-    pods = [p for p in kube.list("v1", "Pod") if (p.get("spec") or {}).get("nodeName") == node]
+    # the node's pods only (a field the API server indexes for Pods), not the cluster's
+    pods = kube.list("v1", "Pod", field_selector=f"spec.nodeName={node}")
     pdbs = kube.list("policy/v1", "PodDisruptionBudget")
     if not _pdb_blocking(pdbs, pods, node) or kube.check_mode:
         return {"waited": False}

@@ -166,9 +166,10 @@ def _drained(node: Obj) -> bool:
 
 
 def migratable_nodes(client: Any, vmi: Obj) -> list[str]:
-    """``findMigratableNodesByVMI``."""
+    """``findMigratableNodesByVMI`` (Harvester reads them from its informer cache: the
+    stored Nodes, read-only, not copies of 100 Nodes and their image lists per action)."""
     here = (vmi.get("status") or {}).get("nodeName")
-    return [n["metadata"]["name"] for n in client.list("v1", "Node")
+    return [n["metadata"]["name"] for n in client.list_refs("v1", "Node")
             if _node_selector_matches(vmi, n) and n["metadata"]["name"] != here
             and not _drained(n)]
 

@@ -273,6 +273,10 @@ class KubeVirt:
         self.pods: dict[Key, PodInfo] = {}
         self.pods_by_vmi: dict[Key, set[str]] = {}
         self.migs: dict[Key, MigInfo] = {}
+        # migrations not known to be final, and migrations by uid: finished ones pile up
+        # (3,000 by the end of hundred-node) and were scanned on every migration event
+        self._open_keys: set[Key] = set()
+        self._mig_by_uid: dict[str, Key] = {}
         self.active_mig: dict[Key, str] = {}      # vmi key -> in-flight migration name
         self.nodes: dict[str, Obj] = {}           # last seen Node objects (read-only)
         self.tainted: set[str] = set()
@@ -836,8 +840,8 @@ class KubeVirt:
             if type_ == "DELETED":
                 return
             mig_uid = labels.get(MIGRATION_UID_LABEL, "")
-            mig_name = next((m.name for m in self.migs.values() if m.uid == mig_uid), "") \
-                if mig_uid else ""
+            mig = self.migs.get(self._mig_by_uid.get(mig_uid, ("", ""))) if mig_uid else None
+            mig_name = mig.name if mig is not None and mig.uid == mig_uid else ""
             info = PodInfo(ns, md["name"], vmi_name, uid=md.get("uid", ""),
                            vmi_uid=labels.get("kubevirt.io/created-by", ""),
                            role="target" if mig_uid else "main", mig=mig_name)
@@ -1410,7 +1414,10 @@ class KubeVirt:
             if m is not None and m.phase not in FINAL:
                 self._fail_migration(key, "Migration aborted: the migration object was deleted",
                                      write=False)
-            self.migs.pop(key, None)
+            gone = self.migs.pop(key, None)
+            self._open_keys.discard(key)
+            if gone is not None and self._mig_by_uid.get(gone.uid) == key:
+                del self._mig_by_uid[gone.uid]
             return
         m = self.migs.get(key)
         phase = (obj.get("status") or {}).get("phase") or ""
@@ -1421,6 +1428,8 @@ class KubeVirt:
             m = MigInfo(key[0], key[1], md["uid"], vmi_name, next(self._seq),
                         evacuation=EVACUATION_ANNOTATION in (md.get("annotations") or {}))
             self.migs[key] = m
+            self._open_keys.add(key)
+            self._mig_by_uid[m.uid] = key
         if md.get("deletionTimestamp") and m.phase not in FINAL:
             self._fail_migration(key, "Migration aborted: the migration object is being deleted")
             return
@@ -1486,15 +1495,27 @@ class KubeVirt:
                 return None if lb == before else cur
             self._modify(VMI, m.ns, m.vmi, lab)
 
+    def _open_migs(self) -> list[MigInfo]:
+        """The migrations not in a final phase (a final phase is never left), in creation
+        order."""
+        out = []
+        for key in list(self._open_keys):
+            m = self.migs.get(key)
+            if m is None or m.phase in FINAL:
+                self._open_keys.discard(key)
+            else:
+                out.append(m)
+        return sorted(out, key=lambda m: m.seq)
+
     def _schedule_pending(self) -> None:
-        active = [m for m in self.migs.values() if m.phase in MIG_ACTIVE]
+        open_ = self._open_migs()
+        active = [m for m in open_ if m.phase in MIG_ACTIVE]
         if len(active) >= self.parallel_migrations_per_cluster:
             return
         outbound: dict[str, int] = {}
         for m in active:
             outbound[m.source] = outbound.get(m.source, 0) + 1
-        pending = sorted((m for m in self.migs.values() if m.phase == "Pending"),
-                         key=lambda m: m.seq)
+        pending = [m for m in open_ if m.phase == "Pending"]
         for m in pending:
             if len(active) >= self.parallel_migrations_per_cluster:
                 break
@@ -1728,7 +1749,7 @@ class KubeVirt:
 
     def _evacuate(self) -> None:
         self._evac_queued = False
-        inflight = [m for m in self.migs.values() if m.phase not in FINAL]
+        inflight = self._open_migs()
         slots = self.parallel_migrations_per_cluster - len(inflight)
         if slots <= 0:
             return

@@ -560,7 +560,7 @@ def _detector(ctx: ProgramContext, node: str, plan: str) -> None:
     vmis = _vmis_labelled(ctx, node)
     if vmis is None:
         raise ScriptExit(1, "vm-live-migrate-detector: failed to list VMIs")
-    nodes = ctx.client.list("v1", "Node")
+    nodes = ctx.client.list_refs("v1", "Node")   # read-only: the detector only reads them
     names = [v for v in vmis if _non_migratable(v, node, nodes)]
     keys = [f"{v['metadata']['namespace']}/{v['metadata']['name']}" for v in names]
     restore = [f"{v['metadata']['namespace']}/{v['metadata']['name']}" for v in names
