@@ -2,8 +2,7 @@
 
 Ansible runs a module by building an AnsiballZ payload and starting a new Python for it, which
 imports ``ansible.module_utils.basic``, ``kubernetes`` and our code from a zip (no bytecode
-cache) every time: ~0.35 CPU-s and ~0.35 s of wall time per call, most of a short phase's cost
-(docs/performance.md). Our modules only talk to the Kubernetes API, and every play of the
+cache) every time, most of a short phase's cost (docs/performance.md). Our modules only talk to the Kubernetes API, and every play of the
 collection runs them with ``connection: local`` under the controller's own Python, so the
 action plugins run them here instead: the task's worker (a fork of ansible-playbook) calls the
 module's own ``main()``. Every module builds its ``AnsibleModule`` through
@@ -49,7 +48,7 @@ MODULES = "ansible_collections.harvester.upgrade.plugins.modules"
 
 
 # ... and what our module_utils import inside functions, on first use (else every worker
-# imports, and compiles, them again: ~10 ms per module call)
+# imports, and compiles, them again for each module call)
 LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
         "ansible_collections.kubernetes.core.plugins.module_utils.args_common",
         "kubernetes.watch", "kubernetes.dynamic.exceptions", "concurrent.futures.thread",
@@ -72,7 +71,7 @@ def _preload() -> None:
 
 _preload()
 # At exit, Python's last collections walk every object left (the Kubernetes client's ~700
-# model classes, the collection, the playbook): ~0.15 s of a run's end for nothing. Frozen
+# model classes, the collection, the playbook), a cost at the run's end for nothing. Frozen
 # objects are skipped by them (and still freed); exit handlers run before that teardown.
 atexit.register(gc.freeze)
 display = Display()

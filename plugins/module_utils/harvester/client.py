@@ -16,14 +16,13 @@ are worded in :mod:`connection`; discovery's disk cache is written once
 
 Responses are parsed from the raw HTTP body (``serialize=False``), never through the dynamic
 client's ``ResourceInstance``: wrapping every field of every listed object in a
-``ResourceField`` and unwrapping it again with ``to_dict`` cost more CPU than the request
-itself (profiled at ~40% of the node loop's CPU on a 20-node cluster, most of it in the lists
-of VMIs and pods). See docs/performance.md.
+``ResourceField`` and unwrapping it again with ``to_dict`` costs more CPU than the request
+itself, most of all for the lists of VMIs and pods (docs/performance.md).
 
-A large body (a list of a cluster-wide set: 3,000 VMIs or 3,200 Pods are ~9 MB each) is parsed
-with Python's cyclic garbage collector paused (:func:`loads_body`): parsing allocates millions
-of dicts and lists at once, and each full collection this sets off walks every object the
-process already holds, so at 100 nodes the collections cost ~4x the parsing itself.
+A large body (a list of a cluster-wide set) is parsed with Python's cyclic garbage collector
+paused (:func:`loads_body`): parsing allocates millions of dicts and lists at once, and each
+full collection this sets off walks every object the process already holds, costing more
+than the parsing itself on a big cluster (docs/performance.md).
 """
 
 from __future__ import annotations

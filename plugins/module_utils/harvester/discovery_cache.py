@@ -3,7 +3,7 @@ away for one kind it lacks.
 
 kubernetes.core's discoverer keeps discovery on disk (per API host and user) and rewrites the
 whole file — JSON of every resource discovered so far — each time a lookup discovers another
-group version: seven times in one pre-flight run, ~10 ms each. :func:`defer_discovery_writes`
+group version, several times in one module call. :func:`defer_discovery_writes`
 holds those writes back and :func:`flush_discovery_cache` makes one (at exit, or when the
 in-process runner ends the module). A process killed before that leaves the previous file;
 the next module discovers again what it lacks.

@@ -3,8 +3,8 @@
 A node's upgrade (:mod:`node_cycle`) reads the same cluster-wide sets step after step — every
 Node for the facts, the machine-plan Secrets of ``fleet-local`` for the hooks, every
 VirtualMachineInstance and VirtualMachineInstanceMigration for the evacuation — and its waits
-watch them. On a 100-node cluster that was ~9 lists of all Nodes (37 KB each), ~7 of the
-Secrets and ~3 of the 3,000 VMIs per node (docs/performance.md). An :class:`Informer` lists a
+watch them, and on a big cluster listing them again per step costs more than the step
+(docs/performance.md). An :class:`Informer` lists a
 set once and then follows it with one watch, as client-go's informers do; reads are answered
 from its store and a wait on the set subscribes to its events instead of opening a watch.
 

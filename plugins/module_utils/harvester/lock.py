@@ -127,7 +127,7 @@ def hold(kube: Kube, module: Any) -> str | None:
         sent = read[1]
     try:
         # renewed by this run's previous module moments ago: no write (every module call of a
-        # run holds the lock; at the simulator's speeds they follow each other in ~0.1 s)
+        # run holds the lock, and calls follow each other closely)
         lease = acquire(kube, me, fresh=FRESH, read=None if read is None else (read[0],))
     except LockHeld as exc:
         module.fail_json(msg=str(exc), lock_holder=None)
