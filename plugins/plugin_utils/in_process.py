@@ -2,8 +2,8 @@
 
 Ansible runs a module by building an AnsiballZ payload and starting a new Python for it, which
 imports ``ansible.module_utils.basic``, ``kubernetes`` and our code from a zip (no bytecode
-cache) every time, most of a short phase's cost (docs/performance.md). Our modules only talk to the Kubernetes API, and every play of the
-collection runs them with ``connection: local`` under the controller's own Python, so the
+cache) every time, most of a short phase's cost (docs/performance.md). Our modules only
+talk to the Kubernetes API, and every play of the collection runs them with ``connection: local`` under the controller's own Python, so the
 action plugins run them here instead: the task's worker (a fork of ansible-playbook) calls the
 module's own ``main()``. Every module builds its ``AnsibleModule`` through
 ``module_utils/harvester/module_factory.py``; for this call the factory builds an
