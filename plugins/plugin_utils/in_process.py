@@ -2,16 +2,16 @@
 
 Ansible runs a module by building an AnsiballZ payload and starting a new Python for it, which
 imports ``ansible.module_utils.basic``, ``kubernetes`` and our code from a zip (no bytecode
-cache) every time, most of a short phase's cost (docs/performance.md). Our modules only
-talk to the Kubernetes API, and every play of the collection runs them with ``connection: local`` under the controller's own Python, so the
-action plugins run them here instead: the task's worker (a fork of ansible-playbook) calls the
-module's own ``main()``. Every module builds its ``AnsibleModule`` through
-``module_utils/harvester/module_factory.py``; for this call the factory builds an
-:class:`InProcessModule` instead, which validates the arguments with the validator
-``AnsibleModule`` uses and turns ``exit_json``/``fail_json`` into the result. Nothing in the
-module is replaced: the module and in-process paths run the same code. This file's imports load
-``kubernetes`` and our module_utils once, in ansible-playbook itself (action plugins are loaded
-there before a task is queued), so every fork has them.
+cache) every time, most of a short phase's cost (docs/performance.md). Our modules only talk to
+the Kubernetes API, and every play of the collection runs them with ``connection: local`` under
+the controller's own Python, so the action plugins run them here instead: the task's worker (a
+fork of ansible-playbook) calls the module's own ``main()``. Every module builds its
+``AnsibleModule`` through ``module_utils/harvester/module_factory.py``; for this call the
+factory builds an :class:`InProcessModule` instead, which validates the arguments with the
+validator ``AnsibleModule`` uses and turns ``exit_json``/``fail_json`` into the result. Nothing
+in the module is replaced: the module and in-process paths run the same code. This file's
+imports load ``kubernetes`` and our module_utils once, in ansible-playbook itself (action
+plugins are loaded there before a task is queued), so every fork has them.
 
 Used only when it is the same thing: the task runs on the ``local`` connection, without
 become or async, with the controller's Python, for a module of this collection, and
