@@ -47,8 +47,9 @@ def event_name(plan: dict[str, Any], spec: EventSpec,
                component: str = c.EVENT_COMPONENT) -> str:
     """The name every identical Event about ``plan`` gets (see the module docstring)."""
     meta = plan.get("metadata") or {}
-    key = "\0".join(str(x) for x in (meta.get("uid") or meta.get("name"), spec.namespace,
-                                      spec.type, spec.reason, spec.message, component))
+    parts = (meta.get("uid") or meta.get("name"), spec.namespace, spec.type, spec.reason,
+             spec.message, component)
+    key = "\0".join(str(x) for x in parts)
     return f"{meta.get('name')}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
