@@ -113,31 +113,29 @@ class Context:
         api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], \
             meta.get("namespace")
         where = f" in {ns}" if ns else ""
-        if self.check_mode or not self.entered:
+        read_first = self.check_mode or not self.entered
+        if read_first:
             current = self.kube.get(api_version, kind, name, ns)
             if current is not None:
                 return current
             self.did(f"create {kind} {name}{where}")
             if self.check_mode:
                 return None
-            try:
-                created = self.kube.create(obj)
-            except ApiError as exc:
-                if exc.status == 409:
-                    return self.kube.get(api_version, kind, name, ns)
-                raise
-            self.kube.seed(created)
-            return created
         try:
             created = self.kube.create(obj)
         except ApiError as exc:
+            if read_first:   # read as absent just now: only a 409 says it was made since
+                if exc.status == 409:
+                    return self.kube.get(api_version, kind, name, ns)
+                raise
             if not 400 <= exc.status < 500 or isinstance(exc, NotServed):
                 raise
             current = self.kube.get(api_version, kind, name, ns)
             if current is None:   # not there: the refusal was about the object itself
                 raise
             return current
-        self.did(f"create {kind} {name}{where}")
+        if not read_first:
+            self.did(f"create {kind} {name}{where}")
         self.kube.seed(created)
         return created
 
