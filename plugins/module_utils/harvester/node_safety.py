@@ -58,7 +58,7 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
 
 def replicas_by_volume(replicas: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Longhorn Replicas grouped by ``spec.volumeName``: each volume's check then reads its own
-    replicas instead of scanning all of them (3,000 volumes x 9,000 replicas at 100 nodes)."""
+    replicas instead of scanning all of them (volumes x replicas on a big cluster)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in replicas:
         out.setdefault(str((r.get("spec") or {}).get("volumeName") or ""), []).append(r)

@@ -274,7 +274,7 @@ class KubeVirt:
         self.pods_by_vmi: dict[Key, set[str]] = {}
         self.migs: dict[Key, MigInfo] = {}
         # migrations not known to be final, and migrations by uid: finished ones pile up
-        # (3,000 by the end of hundred-node) and were scanned on every migration event
+        # over an upgrade, and scanning them all on every migration event grows with it
         self._open_keys: set[Key] = set()
         self._mig_by_uid: dict[str, Key] = {}
         self.active_mig: dict[Key, str] = {}      # vmi key -> in-flight migration name
