@@ -235,6 +235,13 @@ class _MigrationKube:
         raise AssertionError("the wait never ended")
 
 
+def _one_vm_to_node_2(ev: Any, why: str) -> Any:
+    """node-1's evacuation plan: its one running VM, ``default/vm-1``, to node-2."""
+    vmi = {"metadata": {"name": "vm-1", "namespace": "default"},
+           "status": {"phase": "Running", "nodeName": "node-1"}}
+    return ev.EvacuationPlan(node="node-1", migrate=[ev.Move(ev.vm_view(vmi), "node-2", why)])
+
+
 class _Writer:
     def labels(self, component: str) -> dict[str, str]:
         return {}
@@ -249,10 +256,7 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     (ending there handed the node over with the VM on it, as the final check then said)."""
     ev = pytest.importorskip(
         "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
-    vmi = {"metadata": {"name": "vm-1", "namespace": "default"},
-           "status": {"phase": "Running", "nodeName": "node-1"}}
-    plan = ev.EvacuationPlan(node="node-1", migrate=[
-        ev.Move(ev.vm_view(vmi), "node-2", "upgraded node with room")])
+    plan = _one_vm_to_node_2(ev, "upgraded node with room")
     kube = _MigrationKube([("node-1", None), ("node-1", "Running"),
                            ("node-1", "Succeeded"), ("node-2", "Succeeded")])
     result: dict[str, Any] = {"migrated": []}
@@ -336,10 +340,7 @@ def test_the_migration_harvesters_action_created_is_found_without_listing(
         "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
     mt = pytest.importorskip(
         "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
-    vmi = {"metadata": {"name": "vm-1", "namespace": "default"},
-           "status": {"phase": "Running", "nodeName": "node-1"}}
-    plan = ev.EvacuationPlan(node="node-1", migrate=[
-        ev.Move(ev.vm_view(vmi), "node-2", "upgraded node")])
+    plan = _one_vm_to_node_2(ev, "upgraded node")
     kube = _ActionKube([("node-1", None), ("node-1", "Running"), ("node-2", "Succeeded")])
     result: dict[str, Any] = {"migrated": []}
     node_migrations.migrate_all(
