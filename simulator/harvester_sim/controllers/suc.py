@@ -176,6 +176,11 @@ def _with_latest_tag(image: str, version: str) -> str:
     return f"{image}:{version}"
 
 
+
+def plan_concurrency(plan: dict[str, Any]) -> int:
+    """How many of the Plan's nodes are applied at once (``spec.concurrency``, 0 or unset: 1)."""
+    return int((plan.get("spec") or {}).get("concurrency") or 1)
+
 class SystemUpgradeController:
     def __init__(self, world: Any) -> None:
         self.world = world
@@ -271,7 +276,7 @@ class SystemUpgradeController:
                 and (n["metadata"].get("labels") or {}).get(label) not in (hsh, "disabled")]
         todo_names = {n["metadata"]["name"] for n in todo}
         applying = [n for n in status.get("applying") or [] if n in todo_names]
-        concurrency = int(spec.get("concurrency") or 1)
+        concurrency = plan_concurrency(plan)
         if len(applying) < concurrency:
             puid = plan["metadata"].get("uid", "")
             cands = sorted((n for n in todo if n["metadata"]["name"] not in applying),
@@ -359,8 +364,7 @@ class SystemUpgradeController:
             return None
         # the Plan's concurrency bounds how many of its Jobs run at once (the report's limit)
         self.world.timeline.record("suc_job_created", plan=pname, node=node, job=jname,
-                                   concurrency=int((plan.get("spec") or {}).get(
-                                       "concurrency") or 1))
+                                   concurrency=plan_concurrency(plan))
         return created
 
     def build_job(self, plan: dict[str, Any], node: dict[str, Any] | str, latest: str,
