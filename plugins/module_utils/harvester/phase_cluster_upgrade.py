@@ -14,6 +14,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_common import (
     server_version,
+    version_of,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.pipeline import (
     Context,
@@ -61,9 +62,7 @@ def cluster_upgrade(ctx: Context) -> Step:
                        finished, f"Job {c.UPGRADE_NS}/{name} to complete")
     if verdict.failed:
         return Step("failed", verdict.failed)
-    setting = seen.get("setting") or {}
-    running = str(setting.get("value") or setting.get("default") or "") or \
-        server_version(ctx.kube)
+    running = version_of(seen.get("setting")) or server_version(ctx.kube)
     return Step("done", f"cluster upgraded to {running}")
 
 

@@ -44,11 +44,21 @@ def managed_nodes(kube: Kube) -> list[dict[str, Any]]:
     return kube.list(*c.NODE, label_selector=f"{c.LABEL_MANAGED}=true")
 
 
-def server_version(kube: Kube) -> str | None:
-    setting = kube.get(*c.SETTING, c.SERVER_VERSION_SETTING)
+def managed(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes of ``nodes`` that :func:`managed_nodes` would list (from a list read already)."""
+    return [n for n in nodes
+            if ((n.get("metadata") or {}).get("labels") or {}).get(c.LABEL_MANAGED) == "true"]
+
+
+def version_of(setting: dict[str, Any] | None) -> str | None:
+    """The version the ``server-version`` Setting says (its value, else its default)."""
     if setting is None:
         return None
     return str(setting.get("value") or setting.get("default") or "") or None
+
+
+def server_version(kube: Kube) -> str | None:
+    return version_of(kube.get(*c.SETTING, c.SERVER_VERSION_SETTING))
 
 
 def get_version(kube: Kube, name: str) -> dict[str, Any] | None:

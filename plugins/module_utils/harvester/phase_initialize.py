@@ -25,6 +25,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_common import (
     get_version,
     list_versions,
+    managed,
     server_version,
     split_image_ref,
 )
@@ -232,7 +233,6 @@ def initialize_fields(kube: Kube, plan: dict[str, Any], seen: dict[str, Any] | N
         fields["previousVersion"] = current
     # every node (the facts want them all), of which the managed ones count here
     seen["nodes"] = kube.list(*c.NODE)
-    nodes = [n for n in seen["nodes"]
-             if ((n.get("metadata") or {}).get("labels") or {}).get(c.LABEL_MANAGED) == "true"]
+    nodes = managed(seen["nodes"])
     fields["singleNode"] = nodes[0]["metadata"]["name"] if len(nodes) == 1 else None
     return fields
