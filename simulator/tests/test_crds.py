@@ -171,9 +171,12 @@ def test_crd_set_switches_at_the_chart_upgrade(target: str) -> None:
                  what="harvesterhci.io CRDs of v1.6.0")
         assert "@v1.4.0" in _source(world, "virtualmachineinstancemigrations.kubevirt.io")
         bump("harvester")
+        # the chart writes its CRDs one by one: the step is over when its record lands
+        wait_for(lambda: any(e["event"] == "crds_switched" and e.get("step") == "harvester"
+                             for e in world.timeline.snapshot()),
+                 what="the harvester chart's CRDs of v1.6.0")
         kubevirt_crd = "virtualmachineinstancemigrations.kubevirt.io"
-        wait_for(lambda: "@v1.5.2" in _source(world, kubevirt_crd),
-                 what="KubeVirt CRDs of v1.6.0")
+        assert "@v1.5.2" in _source(world, kubevirt_crd)
         assert "@v1.9.1" in _source(world, "volumes.longhorn.io")
         assert world.extras["crd_components"]["kubevirt"] == "kubevirt/v1.5.2.json"
         # Rancher's CRDs stay until Rancher itself is upgraded
