@@ -262,6 +262,29 @@ def test_unmodelled_serving_container_runs_and_is_killed_after_grace(world: Worl
     assert gone and gone[0] - t0 < 3600   # pause exits on SIGTERM
 
 
+def test_virt_operator_exits_on_sigterm_like_a_go_binary_without_a_handler(
+        world: World) -> None:
+    """virt-operator installs no signal handler (kubevirt ``pkg/virt-operator``): a drain
+    evicting it does not wait for its grace period, and it is not an unmodelled program."""
+    c = world.client
+    image = "registry.suse.com/suse/sles/15.7/virt-operator:1.5.2-150700.3.5.2"
+    c.create({"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "vo", "namespace": "default"},
+              "spec": {"terminationGracePeriodSeconds": 3600,
+                       "containers": [{"name": "virt-operator", "image": image}]}})
+    wait_for(lambda: (c.get("v1", "Pod", "vo", "default").get("status") or {})
+             .get("phase") == "Running", what="running")
+    assert not [u for u in world.controllers["kubelet"].unmodelled_programs()
+                if u["image"] == image]
+    gone: list[float] = []
+    world.store.subscribe(lambda ev: gone.append(world.clock.now()) if ev.type == "DELETED"
+                          and ev.obj["metadata"]["name"] == "vo" else None)
+    t0 = world.clock.now()
+    c.delete("v1", "Pod", "vo", "default")
+    wait_for(lambda: c.try_get("v1", "Pod", "vo", "default") is None, what="pod gone")
+    assert gone and gone[0] - t0 < 3600
+
+
 def _flip_server(ctx: ProgramContext) -> Any:
     """Test program: serves 404 on :8080 for its first 30 s, then 200."""
     md = ctx.pod["metadata"]

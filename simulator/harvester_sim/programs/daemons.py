@@ -9,6 +9,10 @@ modelled by the controller named in the table.
   (exits 0 on SIGINT/SIGTERM);
 * ``*/virt-launcher`` — kubevirt/kubevirt ``cmd/virt-launcher`` (v1.4); the VM itself is
   ``controllers/kubevirt.py``'s;
+* ``*/virt-operator`` — kubevirt/kubevirt ``cmd/virt-operator`` (v1.4.0, v1.5.2, v1.6.3):
+  ``pkg/virt-operator/application.go`` installs no signal handler, so the Go runtime's
+  default ends the process on SIGTERM; the KubeVirt CR it reconciles is
+  ``controllers/kubevirt.py``'s;
 * ``longhornio/longhorn-instance-manager`` — longhorn/longhorn-instance-manager
   (v1.7-v1.9); replicas and engines are ``controllers/longhorn.py``'s;
 * ``rancher/harvester-webhook`` — harvester/harvester ``cmd/webhook`` (v1.4-v1.6);
@@ -29,6 +33,7 @@ SERVE_TICK_S = 3600.0
 DAEMONS: dict[str, tuple[str, ...]] = {
     "pause": ("pause", "mirrored-pause"),
     "virt-launcher": ("virt-launcher",),
+    "virt-operator": ("virt-operator",),
     "longhorn-instance-manager": ("longhornio/longhorn-instance-manager",),
     "harvester-webhook": ("rancher/harvester-webhook",),
     "harvester-node-manager": ("rancher/harvester-node-manager",),
