@@ -211,7 +211,8 @@ def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 t = float(e.get("t") or 0.0)
                 out.append({"event": "span", "what": "migration", "derived": True,
                             "node": e.get("source") or e.get("node"), "vm": e.get("vm"),
-                            "start": t - float(e["duration_s"]), "end": t, "t": t})
+                            "start": t - float(e["duration_s"]), "end": t, "t": t,
+                            "scheduling_s": float(e.get("scheduling_s") or 0.0)})
     if "image_cleanup" not in have:
         started: dict[tuple[str, str], float] = {}
         for e in timeline:
@@ -349,9 +350,12 @@ def critical_path(timeline: list[dict[str, Any]],
       concurrency (1 when not recorded, as upstream's plan).
 
     The work a Job runs (image preload, cluster upgrade, OS install, image cleanup) counts
-    from its pod's creation (:func:`whole_jobs`). ``serial_sum_s`` keeps the earlier figure
-    (every node's migrations and VM shutdowns one after the other, image cleanup in series),
-    which is not a lower bound: parallel migrations were counted once each.
+    from its pod's creation (:func:`whole_jobs`), and a migration from KubeVirt's admitting it
+    (``scheduling_s`` of ``vm_migration_succeeded``: its target pod's scheduling and start,
+    which hold one of the lanes; a migration queued behind the limits waits unadmitted).
+    ``serial_sum_s`` keeps the earlier figure (every node's migrations and VM shutdowns one
+    after the other, image cleanup in series), which is not a lower bound: parallel
+    migrations were counted once each.
     """
     lim = {**DEFAULT_LIMITS, **{k: v for k, v in (limits or {}).items() if v}}
     raw = list(timeline)
@@ -382,7 +386,10 @@ def critical_path(timeline: list[dict[str, Any]],
         for t0, t1 in wins:
             def inside(sp: dict[str, Any], t0: float = t0, t1: float = t1) -> bool:
                 return float(sp["start"]) >= t0 - 1e-6 and float(sp["end"]) <= t1 + 1e-6
-            mig = [sp["duration"] for sp in migs if _node_of(sp) == node and inside(sp)]
+            # a migration holds its lane from KubeVirt's admission (the target pod's
+            # scheduling and start, then the transfer), as a Job counts from its pod's creation
+            mig = [sp["duration"] + float(sp.get("scheduling_s") or 0.0)
+                   for sp in migs if _node_of(sp) == node and inside(sp)]
             stop = [sp["duration"] for sp in stops if _node_of(sp) == node and inside(sp)]
             if not mig and not stop:
                 continue

@@ -87,6 +87,29 @@ def test_parallel_migrations_are_counted_once() -> None:
     assert cp["serial_sum_s"] == makespan + 20 > makespan
 
 
+def test_a_migration_counts_from_kubevirts_admission() -> None:
+    """KubeVirt admits a migration into one of its lanes, then schedules and starts the
+    target pod, then transfers: the lane is held from admission (``scheduling_s`` of
+    ``vm_migration_succeeded``), as a Job counts from its pod's creation. The serial sum (the
+    earlier figure) keeps the transfer only."""
+    def done(t: float, vm: str, transfer: float, scheduling: float) -> dict[str, Any]:
+        return {"t": t, "event": "vm_migration_succeeded", "vm": vm, "source": "n1",
+                "duration_s": transfer, "scheduling_s": scheduling}
+    tl = [{"t": 0, "event": "node_cordoned", "node": "n1"},
+          done(13, "default/a", 10, 3), done(13, "default/b", 10, 3),
+          done(26, "default/c", 10, 3), done(26, "default/d", 10, 3),
+          *_node_chain("n1", 26)]
+    cp = report.critical_path(tl)
+    assert cp["evacuations"]["n1"]["bound_s"] == 26
+    assert cp["evacuations"]["n1"]["migration_sum_s"] == 52
+    assert cp["total_s"] == 26 + 320
+    assert cp["serial_sum"]["per_node"]["n1"]["migration"] == 40
+    # an event without the field (an older report) counts the transfer only
+    old = [dict(e, scheduling_s=None) if e.get("event") == "vm_migration_succeeded" else e
+           for e in tl]
+    assert report.critical_path(old)["evacuations"]["n1"]["bound_s"] == 20
+
+
 def test_one_long_migration_bounds_the_evacuation() -> None:
     tl = [span("migration", 0, 30, node="n1", vm="default/big"),
           span("migration", 0, 5, node="n1", vm="default/a"),

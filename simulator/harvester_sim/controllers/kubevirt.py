@@ -242,6 +242,7 @@ class MigInfo:
     target_pod: str = ""
     evacuation: bool = False
     timer: Any = None
+    admitted_at: float = 0.0
     started_at: float = 0.0
     hang: bool = False
 
@@ -1541,6 +1542,7 @@ class KubeVirt:
 
     def _start_migration(self, m: MigInfo, vmi: Obj) -> None:
         m.phase = "Scheduling"
+        m.admitted_at = self.clock.now()
         self.active_mig[(m.ns, m.vmi)] = m.name
         pod = self._create_launcher(vmi, m)
         m.target_pod = pod.name
@@ -1677,7 +1679,8 @@ class KubeVirt:
         self.world.timeline.count("vm_migrations")
         self.world.timeline.record("vm_migration_succeeded", vm=vm, source=m.source,
                                    target=m.target, migration=m.name,
-                                   duration_s=round(self.clock.now() - m.started_at, 3))
+                                   duration_s=round(self.clock.now() - m.started_at, 3),
+                                   scheduling_s=round(m.started_at - m.admitted_at, 3))
         self._evac_backoff.pop(vkey, None)
         info = self.vmis.get(vkey)
         if info is not None:
