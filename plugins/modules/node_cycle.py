@@ -32,10 +32,12 @@ description:
   - Head start (I(head_start), serial play of one node at a time) - once the node is done,
     when Rancher asks within I(head_start_wait) seconds to drain another node of I(play), the
     module marks that node C(PreDraining), asks its non-migratable VMs to stop and creates its
-    planned migrations (KubeVirt runs them as its per-node and per-cluster limits allow), then
-    waits up to I(head_start_finish) seconds for them to end and, when the node is empty,
-    taints it and answers its pre-drain (node C(PreDrained)), then creates its OS upgrade Job
-    once Rancher drained it (node C(PostDraining)); whatever is not done by then,
+    planned migrations (KubeVirt runs them as its per-node and per-cluster limits allow; with
+    Harvester's migrate action, which pins only what KubeVirt runs at once, two and then the
+    next as one ends), then waits up to I(head_start_finish) seconds for them to end and,
+    when the node is empty, taints it and answers its pre-drain (node C(PreDrained)), then
+    creates its OS upgrade Job once Rancher drained it (node C(PostDraining)); whatever is
+    not done by then,
     that node's own cycle adopts. Rancher's pre-drain is then answered within the watch
     latency instead of after the play's hand-over to the next host, which overlaps the OS
     install. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a

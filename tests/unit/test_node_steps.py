@@ -359,6 +359,111 @@ def test_the_migration_harvesters_action_created_is_found_without_listing(
         assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
 
 
+class _LanesKube:
+    """KubeVirt behind Harvester's migrate action, a step at a time: each POST makes a
+    Pending migration of the VM; each step of ``wait`` runs every Pending one and ends the
+    oldest Running one (``fail`` names VMs whose migration fails instead of moving them)."""
+
+    check_mode = False
+
+    def __init__(self, vms: list[str], fail: tuple[str, ...] = ()) -> None:
+        self.node = {vm: "node-1" for vm in vms}
+        self.migs: dict[str, dict[str, Any]] = {}
+        self.fail = fail
+        self.posts: list[str] = []
+        self.deleted: list[str] = []
+        self.steps = 0
+
+    def raw_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        vm = path.split("/")[-1].split("?")[0]
+        self.posts.append(vm)
+        name = f"{vm}-{len(self.posts):05d}"
+        self.migs[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default",
+                         "creationTimestamp": f"2026-01-01T00:00:{len(self.posts):02d}Z"},
+            "spec": {"vmiName": vm}, "status": {"phase": "Pending"}}
+        return 204, b""
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        return {}
+
+    def delete(self, api_version: str, kind: str, name: str,
+               namespace: str | None = None) -> None:
+        self.deleted.append(name)
+
+    def view(self) -> dict[str, Any]:
+        return {"VirtualMachineInstance": {
+            f"default/{vm}": {"metadata": {"name": vm, "namespace": "default"},
+                              "status": {"phase": "Running", "nodeName": n}}
+            for vm, n in self.node.items()},
+            "VirtualMachineInstanceMigration": {k: dict(m) for k, m in self.migs.items()}}
+
+    def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        for _ in range(50):
+            self.steps += 1
+            running = [m for m in self.migs.values() if m["status"]["phase"] == "Running"]
+            if running:
+                m = running[0]
+                vm = m["spec"]["vmiName"]
+                m["status"] = {"phase": "Failed" if vm in self.fail else "Succeeded"}
+                if vm not in self.fail:
+                    self.node[vm] = "node-2"
+            for m in self.migs.values():
+                if m["status"]["phase"] == "Pending":
+                    m["status"] = {"phase": "Running"}
+            view = self.view()
+            on_change(view)
+            if pred(view):
+                return True
+        raise waiting.WaitTimeout(what, timeout, "")
+
+
+def _three_vms_to_node_2(ev: Any) -> Any:
+    moves = [ev.Move(ev.vm_view({"metadata": {"name": vm, "namespace": "default"},
+                                 "status": {"phase": "Running", "nodeName": "node-1"}}),
+                     "node-2", "upgraded node") for vm in ("vm-a", "vm-b", "vm-c")]
+    return ev.EvacuationPlan(node="node-1", migrate=moves)
+
+
+def test_head_start_feeds_harvesters_action_one_lane_at_a_time() -> None:
+    """Harvester's action pins only what KubeVirt runs at once: the head start starts two,
+    then the third as soon as a lane frees, and returns once every one is started and seen
+    (it does not wait for them to end: the finish or the node's own cycle does)."""
+    ev = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
+    mt = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
+    kube = _LanesKube(["vm-a", "vm-b", "vm-c"])
+    result: dict[str, Any] = {"migrated": []}
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", _three_vms_to_node_2(ev), [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=float("inf"),
+        timeout=30, feed=True, mechanism=mt.HARVESTER_ACTION)
+    assert kube.posts == ["vm-a", "vm-b", "vm-c"]
+    assert result["started"] == ["default/vm-a", "default/vm-b", "default/vm-c"]
+    assert "partial" not in result
+    assert kube.node["vm-c"] == "node-1"     # started, not awaited
+    assert kube.deleted == []
+
+
+def test_head_start_feed_leaves_a_failed_migration_to_the_nodes_cycle() -> None:
+    ev = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
+    mt = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.migration_target")
+    kube = _LanesKube(["vm-a", "vm-b", "vm-c"], fail=("vm-a",))
+    result: dict[str, Any] = {"migrated": []}
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", _three_vms_to_node_2(ev), [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=0, migration_timeout=float("inf"),
+        timeout=30, feed=True, mechanism=mt.HARVESTER_ACTION)
+    assert "vm-a" in result["partial"] and "own cycle retries it" in result["partial"]
+    assert kube.posts.count("vm-a") == 1       # no retry here
+    assert kube.deleted == []                  # nothing aborted
+
+
 def _node(name: str, ready: str = "True") -> dict[str, Any]:
     return {"metadata": {"name": name},
             "status": {"conditions": [{"type": "Ready", "status": ready}]}}

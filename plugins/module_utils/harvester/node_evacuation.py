@@ -61,7 +61,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
              concurrency: int = 2, retries: int = 2, migration_timeout: float = 900,
              timeout: float = 3600, volume_timeout: float = 1800, pdb_timeout: float = 1800,
              shutdown_all: bool = False, shutdown_timeout: float = 600,
-             start_only: bool = False) -> dict[str, Any]:
+             start_only: bool = False, feed: float = 0) -> dict[str, Any]:
     """Empty ``node`` of running VMs: shut down (and record) the non-migratable ones, taint the
     node, live-migrate the rest to upgraded nodes where possible. Idempotent.
 
@@ -69,7 +69,10 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     to stop and create every planned migration (KubeVirt runs them as its per-node and
     per-cluster limits allow, the rest wait Pending), then return without waiting,
     tainting or failing anything; the node's own evacuation adopts what was started. When
-    Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``)."""
+    Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``).
+    With Harvester's migrate action only what KubeVirt runs at once may be started; ``feed``
+    > 0 then keeps starting the rest as lanes free, for up to that many seconds
+    (:func:`migrate_all` ``feed``)."""
     plan = writer.refresh()
     facts = cluster_facts(kube, plan)
     fact = fact_for(facts, node)
@@ -115,7 +118,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_pdbs"] = pdb.get("waited", False)
     if start_only:
         return _start_evacuation(kube, writer, node, p, nodes, result,
-                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism)
+                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism,
+                                 feed=feed)
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
@@ -185,7 +189,8 @@ def _shut_down(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shu
 def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                       nodes: list[ev.NodeView], result: dict[str, Any], *,
                       shutdown_timeout: float,
-                      mechanism: dict[str, Any] | None = None) -> dict[str, Any]:
+                      mechanism: dict[str, Any] | None = None,
+                      feed: float = 0) -> dict[str, Any]:
     """``evacuate(start_only=True)``: the stops asked and its planned migrations created."""
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result, wait=False)
@@ -198,6 +203,14 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
         # (v1.6.x drops the VM's pin as soon as the migration is seen): start only what
         # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
         limit = len(p.migrate) if how == mt.ADDED_NODE_SELECTOR else 2
+        if len(p.migrate) > limit and feed > 0:
+            # the next one as a lane frees, until all are started (failures, and what time
+            # leaves, are the node's own cycle's: no retry, no abort here)
+            migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
+                        concurrency=limit, retries=0, migration_timeout=float("inf"),
+                        timeout=feed, feed=True, mechanism=how)
+            result["changed"] |= bool(result["started"])
+            return result
         migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
                     start_only=True, mechanism=how)

@@ -121,13 +121,16 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     if nxt not in g["todo"] or g.get("restore_only"):
         return {**out, "why": f"{nxt} has nothing to evacuate ({g['why']})"}
     out["changed"] = writer.set_node_state(nxt, "PreDraining")
-    res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True)
+    began = time.monotonic()
+    res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True,
+                   feed=finish)
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
     out["why"] = res.get("deferred") or res.get("skipped") or res.get("partial") or ""
     if finish > 0 and not out["why"]:
-        fin = finish_head_start(kube, writer, nxt, found["secret"], finish,
+        fin = finish_head_start(kube, writer, nxt, found["secret"],
+                                max(0.0, finish - (time.monotonic() - began)),
                                 stopped=bool(out["stopping"]))
         out["changed"] |= fin["changed"]
         out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"],

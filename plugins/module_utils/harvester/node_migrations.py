@@ -47,8 +47,16 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
 def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                 nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
                 concurrency: int, retries: int, migration_timeout: float,
-                timeout: float, start_only: bool = False,
+                timeout: float, start_only: bool = False, feed: bool = False,
                 mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
+    """Move the planned VMs off ``node``, at most ``concurrency`` migrations at once, and wait
+    until every one is off (a failure beyond ``retries`` or ``timeout`` fails the node).
+
+    ``start_only``: one decision on the current view (start what may start) and return.
+    ``feed`` (the head start with Harvester's migrate action, which pins only what KubeVirt
+    runs at once): keep starting the next migration as one ends, and return once every one
+    is started and seen, within ``timeout``; a failure or the time running out is left to
+    the node's own cycle (``result["partial"]``), nothing is failed or aborted here."""
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
@@ -281,6 +289,8 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
         if final_failed:
             raise _MigrationFailed(dict(final_failed))
+        if feed:   # every one started, and each of Harvester's actions' migrations adopted
+            return not queue_ and all(info["name"] for info in active.values())
         if active:
             return False
         # queued VMs that left the node meanwhile (moved by KubeVirt) are done
@@ -317,6 +327,19 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                 if not adopt_created(key, now):
                     active.pop(key)   # not created after all: the node's own cycle moves it
         result["started"] = sorted(active)
+        return
+    if feed:
+        try:
+            kube.wait([Source(VMI_API, "VirtualMachineInstance"), vmims],
+                      pred, on_change=on_change, timeout=timeout, describe=describe,
+                      what=f"live migrations started off node {node}")
+        except _MigrationFailed as exc:
+            result["partial"] = (f"migration of {', '.join(sorted(exc.failed))} failed; "
+                                 f"{node}'s own cycle retries it")
+        except WaitTimeout:
+            result["partial"] = (f"not every migration started within {timeout:g}s; "
+                                 f"{node}'s own cycle moves the rest")
+        result["started"] = sorted(attempts)
         return
     try:
         kube.wait([Source(VMI_API, "VirtualMachineInstance"), vmims],
