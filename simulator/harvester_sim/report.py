@@ -293,11 +293,25 @@ def _plan_concurrency(timeline: list[dict[str, Any]], suffix: str) -> int | None
 
 def _batched(durations: list[float], lanes: int | None) -> float:
     """Lower bound of running ``durations`` with at most ``lanes`` at a time (None: no
-    limit): the longest one, or the total shared by the lanes, whichever is longer."""
+    limit): the longest one, or the total shared by the lanes, whichever is longer. With two
+    lanes, the exact shortest schedule: the best split of the durations in two sets (each
+    lane runs one set after the other), found over the sums the durations can make (in
+    whole milliseconds, each rounded down, so it never exceeds the real optimum)."""
     if not durations:
         return 0.0
     longest = max(durations)
-    return longest if not lanes else max(longest, sum(durations) / lanes)
+    if not lanes:
+        return longest
+    bound = max(longest, sum(durations) / lanes)
+    if lanes != 2 or len(durations) <= 2:
+        return bound
+    ms = [int(d * 1000) for d in durations]
+    total = sum(ms)
+    sums = 1                       # bit i set: some subset of the durations sums to i ms
+    for d in ms:
+        sums |= sums << d
+    half = sums & ((1 << (total // 2 + 1)) - 1)
+    return max(bound, (total - (half.bit_length() - 1)) / 1000)
 
 
 def _evacuation_windows(timeline: list[dict[str, Any]],

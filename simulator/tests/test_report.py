@@ -110,6 +110,20 @@ def test_a_migration_counts_from_kubevirts_admission() -> None:
     assert report.critical_path(old)["evacuations"]["n1"]["bound_s"] == 20
 
 
+def test_two_lanes_cannot_split_three_equal_migrations_evenly() -> None:
+    """Three 10 s migrations on two lanes take 20 s whatever the order (one lane runs two),
+    not the 15 s of their total shared by the lanes."""
+    tl = [span("migration", 0, 10, node="n1", vm="default/a"),
+          span("migration", 0, 10, node="n1", vm="default/b"),
+          span("migration", 10, 20, node="n1", vm="default/c"),
+          *_node_chain("n1", 20)]
+    assert report.critical_path(tl)["evacuations"]["n1"]["bound_s"] == 20
+    # 24.5 + 12.5 on one lane, 12.5 + 12.5 on the other: the best split ends at 37 s
+    assert report._batched([24.5, 12.5, 12.5, 12.5], 2) == 37.0
+    assert report._batched([24.4, 24.4, 12.5, 12.5, 12.5, 12.5], 2) == 49.4
+    assert report._batched([10.0, 10.0, 10.0], 3) == 10.0
+
+
 def test_one_long_migration_bounds_the_evacuation() -> None:
     tl = [span("migration", 0, 30, node="n1", vm="default/big"),
           span("migration", 0, 5, node="n1", vm="default/a"),
@@ -125,7 +139,7 @@ def test_migration_lanes_follow_the_clusters_limits() -> None:
           *_node_chain("n1", 30)]
     one = {"parallel_outbound_migrations_per_node": 1}
     assert report.critical_path(tl, one)["evacuations_s"] == 30
-    assert report.critical_path(tl)["evacuations_s"] == 15          # KubeVirt's default: 2
+    assert report.critical_path(tl)["evacuations_s"] == 20   # default 2 lanes: one runs two
     # the per-cluster limit binds when it is the smaller one
     assert report.critical_path(tl, {"parallel_outbound_migrations_per_node": 5,
                                      "parallel_migrations_per_cluster": 3})[
