@@ -199,10 +199,11 @@ def _node_of(span: dict[str, Any]) -> str:
 def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Spans implied by events, for work no controller records as a span: migrations from
     ``vm_migration_succeeded`` (``source``, ``duration_s``), reboots from ``node_reboot``
-    to the node's next ``node_ready``, and image cleanup from each ``*-image-cleanup`` SUC
-    Job's ``suc_job_created`` to its ``suc_node_applied`` (the whole Job: pod start, the
-    program, completion — the toolkit runs them one node at a time). Only kinds without any
-    real span are derived."""
+    (from the node's ``os_installed`` before it, when there is one: the reboot service's
+    wait for the install Job's container to exit) to the node's next ``node_ready``, and
+    image cleanup from each ``*-image-cleanup`` SUC Job's ``suc_job_created`` to its
+    ``suc_node_applied`` (the whole Job: pod start, the program, completion — the toolkit
+    runs them one node at a time). Only kinds without any real span are derived."""
     have = {e.get("what") for e in timeline if e.get("event") == "span"}
     out: list[dict[str, Any]] = []
     if "migration" not in have:
@@ -228,10 +229,15 @@ def derived_spans(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             "node": key[1], "start": started.pop(key), "end": t, "t": t})
     if "reboot" not in have:
         down: dict[str, float] = {}
+        installed: dict[str, float] = {}
         for e in timeline:
             node = e.get("node")
-            if e.get("event") == "node_reboot" and node:
-                down[str(node)] = float(e.get("t") or 0.0)
+            if e.get("event") == "os_installed" and node:
+                installed[str(node)] = float(e.get("t") or 0.0)
+            elif e.get("event") == "node_reboot" and node:
+                # from the install's end: the reboot service notices the Job's container
+                # exited (it polls every 10 s) and reboots; no orchestrator shortens that
+                down[str(node)] = installed.pop(str(node), float(e.get("t") or 0.0))
             elif e.get("event") == "node_ready" and node and str(node) in down:
                 start = down.pop(str(node))
                 t = float(e.get("t") or 0.0)

@@ -369,6 +369,18 @@ def test_spans_derived_from_events() -> None:
         "reboot"] == 10
 
 
+def test_a_reboot_counts_from_the_installs_end() -> None:
+    """The reboot service polls every 10 s for the install Job's container to have exited:
+    the node's reboot counts from the install's end, not from the moment it noticed."""
+    tl = [{"t": 100.0, "event": "os_installed", "node": "n1"},
+          {"t": 109.0, "event": "node_reboot", "node": "n1"},
+          {"t": 289.0, "event": "node_ready", "node": "n1"},
+          {"t": 300.0, "event": "node_reboot", "node": "n2"},     # no install before it
+          {"t": 480.0, "event": "node_ready", "node": "n2"}]
+    cp = report.critical_path(tl)
+    assert cp["per_node"] == {"n1": {"reboot": 189.0}, "n2": {"reboot": 180.0}}
+
+
 def test_a_jobs_span_counts_its_pods_start_not_the_programs_earlier_steps() -> None:
     """A Job's program span (``job_pod``, ``pod_started``) is lengthened by the pod's start
     (``job_pod_created`` -> container start), and by nothing else: the program may have
