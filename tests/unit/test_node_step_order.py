@@ -79,8 +79,11 @@ def test_every_step_has_one_runner() -> None:
 class _Kube:
     check_mode = False
 
-    def prefetch(self, wait: bool = True) -> None:
-        pass
+    scoped: list[Any] = []
+
+    def prefetch(self, wait: bool = True, scoped: Any = ()) -> None:
+        # the cycle's node-scoped sets: the VMIs labelled as on its node
+        self.scoped = list(scoped)
 
 
 class _Writer:
@@ -111,8 +114,11 @@ def test_cycle_runs_the_table_in_order(monkeypatch: pytest.MonkeyPatch, single: 
     ran = _record(monkeypatch)
     cycle = node_cycle.Cycle("n1")
     params = node_cycle.Params("n1", single_node=single)
-    node_cycle.run_cycle(_Kube(), _Writer(), params, cycle)  # type: ignore[arg-type]
+    kube = _Kube()
+    node_cycle.run_cycle(kube, _Writer(), params, cycle)  # type: ignore[arg-type]
     assert ran == [s.name for s in (*order.GATE, *order.path(single))]
+    assert kube.scoped == [("kubevirt.io/v1", "VirtualMachineInstance", None,
+                            f"kubevirt.io/nodeName={params.node}")]
     assert cycle.steps == []
 
 

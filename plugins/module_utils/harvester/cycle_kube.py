@@ -11,7 +11,9 @@ the length of a step and follows the busy sets with informers (``node_cycle``, d
   that list's resourceVersion, as an informer does) instead of listing again;
 * the sets in :data:`INFORMED` are listed once and followed by an :class:`informer.Informer`
   for the whole cycle; reads of them are answered from its store, waits on them subscribe to
-  its events.
+  its events; the sets in :data:`SCOPED` likewise, one informer per node-scoped label
+  selector they are read with (the VMIs of the node), so that the cycle does not list and
+  follow every VMI of the cluster.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     Informer,
     field_filter,
+    label_filter,
     rv_int,
 )
 
@@ -46,20 +49,28 @@ STABLE_GETS = {c.RANCHER_CLUSTER, c.SETTING, c.KUBEVIRT}
 # nothing awaited in between. (Its other writer, the node Jobs' VM detector, may write it at
 # any moment, before or after either read: the steps merge their record back after each Job.)
 STEP_SPANNING_GETS = {c.CONFIGMAP}
-# steps whose decisions read the VMI list (elsewhere it only feeds the facts' vm_count, so the
-# last list read in the cycle is good enough there)
+# steps whose decisions read the plain (cluster-wide) VMI list; elsewhere the last one read
+# in the cycle is good enough (the node steps read their node's VMIs by label instead)
 VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
 # a write of the key kind changes objects of the value kinds
 WRITE_TOUCHES = {c.VM: [c.VMI], c.VMIM: [c.VMI]}
 # the cluster-wide sets every step reads and the waits watch: followed by an informer for the
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
 # (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
-INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS), (*c.VMI, None),
+INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS),
             (c.PLAN_API_VERSION, c.PLAN_KIND, None), (*c.POD, None), (*c.PDB, None),
             (*c.LH_VOLUME, c.LONGHORN_NS), (*c.LH_REPLICA, c.LONGHORN_NS)}
+# sets a step reads by a label naming one node (the VMIs of the node being evacuated:
+# ``kubevirt.io/nodeName``): an informer per label selector, so that the cycle's cost does
+# not grow with the cluster (docs/performance.md "Node-scoped reads"). A plain read of the
+# whole set (the restore's VMs, wherever they start) gets a cluster-wide informer of its own,
+# started by that read; a read by name or namespace only uses one that is running.
+SCOPED = {(*c.VMI, None)}
+# an informer's key: (api_version, kind, namespace, label selector or None)
+Key = tuple[str, str, "str | None", "str | None"]
 
 
-def _matcher(key: tuple[str, str, str | None], namespace: str | None,
+def _matcher(key: Key, namespace: str | None,
              match: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], bool]:
     """The objects of informer ``key`` that a read of ``namespace`` filtered by ``match`` (a
     :func:`informer.field_filter`) asks for: a cluster-wide informer serves a namespaced read
@@ -78,7 +89,8 @@ class CycleKube(Kube):
     The sets in :data:`INFORMED` are not cached per step but followed by an
     :class:`informer.Informer` for the whole cycle: reads of them (without a label selector,
     with at most a name/namespace/nodeName field selector) are answered from its store once it
-    has seen our last write of the kind, and waits on them subscribe to its events.
+    has seen our last write of the kind, and waits on them subscribe to its events. The sets
+    in :data:`SCOPED` get an informer per label selector they are read with (see there).
 
     ``stats`` counts the reads served from memory (``hits``; ``informed`` of them from an
     informer) and sent (``lists``, ``gets``)."""
@@ -92,30 +104,36 @@ class CycleKube(Kube):
         self._waiting = 0
         self.step = ""
         self.stats = {"hits": 0, "informed": 0, "lists": 0, "gets": 0}
-        self._informers: dict[tuple[str, str, str | None], Informer | None] = {}
-        self._starting: dict[tuple[str, str, str | None], threading.Event] = {}
-        self._need: dict[tuple[str, str, str | None], int] = {}
+        self._informers: dict[Key, Informer | None] = {}
+        self._starting: dict[Key, threading.Event] = {}
+        self._need: dict[Key, int] = {}
 
     # -- informers ---------------------------------------------------------------------------
-    def _informer_key(self, api_version: str, kind: str, namespace: str | None
-                      ) -> tuple[str, str, str | None] | None:
-        for key in ((api_version, kind, namespace), (api_version, kind, None)):
-            if key in INFORMED:
-                return key
+    def _informer_key(self, api_version: str, kind: str, namespace: str | None,
+                      label_selector: str | None = None) -> Key | None:
+        """The informer that answers a read of ``namespace`` with ``label_selector``: the
+        set's cluster-wide one (:data:`INFORMED`, no label selector), or one per equality
+        label selector of a :data:`SCOPED` set (or its plain whole-set read); ``None``: the
+        server answers."""
+        for base in ((api_version, kind, namespace), (api_version, kind, None)):
+            if base in INFORMED:
+                return None if label_selector else (*base, None)
+            if base in SCOPED:
+                if label_selector and label_filter(label_selector) is None:
+                    return None
+                return (*base, label_selector or None)
         return None
 
-    def _informer(self, api_version: str, kind: str, namespace: str | None,
-                  start: bool = True) -> tuple[Informer, tuple[str, str, str | None]] | None:
-        key = self._informer_key(api_version, kind, namespace)
-        if key is None:
-            return None
+    def _informer(self, key: Key, start: bool = True) -> Informer | None:
+        """The usable informer of ``key``, started (listed) first if ``start``; one being
+        started by another thread is waited for."""
         with self._lock:
             if key in self._informers:
                 inf = self._informers[key]
-                return (inf, key) if inf is not None and inf.usable else None
-            if not start:
-                return None
+                return inf if inf is not None and inf.usable else None
             starting = self._starting.get(key)
+            if starting is None and not start:
+                return None
             if starting is None:
                 starting = self._starting[key] = threading.Event()
                 mine = True
@@ -123,36 +141,49 @@ class CycleKube(Kube):
                 mine = False
         if not mine:   # another thread is listing it: use its informer (or try again)
             starting.wait()
-            return self._informer(api_version, kind, namespace, start)
+            return self._informer(key, start)
         try:
             base = super()
-            res = self.resource(api_version, kind)   # NotServed reaches the caller
+            res = self.resource(key[0], key[1])   # NotServed reaches the caller
 
             def lister() -> tuple[list[dict[str, Any]], str]:
-                return base.list_with_rv(key[0], key[1], key[2])
+                return base.list_with_rv(key[0], key[1], key[2], key[3])
 
             def streamer(rv: str, timeout: int) -> Any:
-                return self.stream(res, namespace=key[2], resource_version=rv or None,
-                                   timeout=timeout, allow_watch_bookmarks=True)
+                return self.stream(res, namespace=key[2], label_selector=key[3],
+                                   resource_version=rv or None, timeout=timeout,
+                                   allow_watch_bookmarks=True)
             inf = Informer(key[0], key[1], key[2], lister, streamer)
             inf.start()          # the initial list: its errors are the caller's
             with self._lock:
                 self.stats["lists"] += 1
                 self._informers[key] = inf
-            return (inf, key) if inf.usable else None
+            return inf if inf.usable else None
         finally:
             with self._lock:
                 self._starting.pop(key, None)
             starting.set()
 
+    def _serving(self, api_version: str, kind: str, namespace: str | None,
+                 label_selector: str | None, field_selector: str | None
+                 ) -> tuple[Informer, Key] | None:
+        """The informer that serves this read (started if the read is its own: a read by
+        name or namespace of a :data:`SCOPED` set only uses a running one)."""
+        key = self._informer_key(api_version, kind, namespace, label_selector)
+        if key is None:
+            return None
+        start = key[:3] not in SCOPED or key[3] is not None or not field_selector
+        inf = self._informer(key, start=start)
+        return None if inf is None else (inf, key)
+
     def _informed_read(self, api_version: str, kind: str, namespace: str | None,
                        label_selector: str | None, field_selector: str | None
                        ) -> tuple[list[dict[str, Any]], str] | None:
-        if label_selector or self._informer_key(api_version, kind, namespace) is None:
-            return None
         match = field_filter(field_selector)
-        found = self._informer(api_version, kind, namespace)
-        if match is None or found is None:
+        if match is None:
+            return None
+        found = self._serving(api_version, kind, namespace, label_selector, field_selector)
+        if found is None:
             return None
         inf, key = found
         snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match))
@@ -161,18 +192,21 @@ class CycleKube(Kube):
             self.stats["informed"] += 1
         return snap
 
-    def prefetch(self, wait: bool = True) -> None:
-        """Start every informer at once, their initial lists side by side (the server and
-        this process work in parallel); a set that is not served is left to its first read.
-        ``wait=False`` returns at once: a read of a set still being listed waits for that
-        list instead of listing again."""
-        def start(key: tuple[str, str, str | None]) -> None:
+    def prefetch(self, wait: bool = True, scoped: Iterable[Key] = ()) -> None:
+        """Start every informer of :data:`INFORMED` (and the ``scoped`` ones, e.g. the VMIs
+        of the node: ``(*c.VMI, None, "kubevirt.io/nodeName=<node>")``) at once, their
+        initial lists side by side (the server and this process work in parallel); a set
+        that is not served is left to its first read. ``wait=False`` returns at once: a
+        read of a set still being listed waits for that list instead of listing again."""
+        def start(key: Key) -> None:
             try:
-                self._informer(*key)
+                self._informer(key)
             except Exception:  # noqa: BLE001 - the first real read raises it
                 pass
         keys = []
-        for key in sorted(INFORMED, key=str):   # discovery first, in this thread
+        wanted: list[Key] = [(*k, None) for k in sorted(INFORMED, key=str)]
+        wanted += [k for k in scoped if k[:3] in SCOPED and k[3] and label_filter(k[3])]
+        for key in wanted:   # discovery first, in this thread
             try:
                 self.resource(key[0], key[1])
                 keys.append(key)
@@ -196,12 +230,12 @@ class CycleKube(Kube):
         """A wait on an informed set takes its events from the informer (the wait listed from
         it, at its resourceVersion): the unsubscribe function; ``None`` for anything else
         (the wait watches the server)."""
-        found = None if source.label_selector else self._informer(
-            source.api_version, source.kind, source.namespace, start=False)
+        key = self._informer_key(source.api_version, source.kind, source.namespace,
+                                 source.label_selector)
+        inf = None if key is None else self._informer(key, start=False)
         match = field_filter(source.field_selector)
-        if found is None or match is None:
+        if key is None or inf is None or match is None:
             return None
-        inf, key = found
         sub = inf.subscribe(rv, out, idx, _matcher(key, source.namespace, match))
         if sub is None:
             return None
@@ -238,9 +272,7 @@ class CycleKube(Kube):
                       ) -> tuple[dict[str, Any] | None] | None:
         """``(object or None,)`` from the informer of the kind; ``None`` if there is none
         usable (then the server answers)."""
-        if self._informer_key(api_version, kind, namespace) is None:
-            return None
-        found = self._informer(api_version, kind, namespace)
+        found = self._serving(api_version, kind, namespace, None, f"metadata.name={name}")
         if found is None:
             return None
         inf, key = found
@@ -307,11 +339,18 @@ class CycleKube(Kube):
     def _wrote(self, api_version: str, kind: str, obj: dict[str, Any] | None = None) -> None:
         self.forget(api_version, kind)
         meta = (obj or {}).get("metadata") or {}
-        key = self._informer_key(api_version, kind, meta.get("namespace"))
         rv = rv_int(meta.get("resourceVersion"))
-        if key is not None and rv is not None:   # the next read of the kind includes this write
+        if rv is not None:   # the next read of the kind includes this write
             with self._lock:
-                self._need[key] = max(self._need.get(key, -1), rv)
+                # every informer of the kind the written object is in (a label-scoped one
+                # never sees an object outside its selector: it must not wait for it)
+                for key in [k for k in [*self._informers, *self._starting]
+                            if k[:2] == (api_version, kind)
+                            and k[2] in (None, meta.get("namespace"))]:
+                    sel = label_filter(key[3]) if key[3] else None
+                    if key[3] and (sel is None or not sel(obj or {})):
+                        continue
+                    self._need[key] = max(self._need.get(key, -1), rv)
         if obj and (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND) and \
                 not self._waiting:
             with self._lock:

@@ -79,6 +79,27 @@ def field_filter(field_selector: str | None) -> Callable[[dict[str, Any]], bool]
     return match
 
 
+def label_filter(label_selector: str | None) -> Callable[[dict[str, Any]], bool] | None:
+    """A client-side test for an equality label selector (``k=v`` / ``k==v``, ``,``-joined:
+    what the node cycle's scoped informers use); ``None`` for anything else (set-based
+    terms, ``!=``, existence), which the server answers instead."""
+    if not label_selector:
+        return lambda obj: True
+    terms: list[tuple[str, str]] = []
+    for term in label_selector.split(","):
+        key, sep, want = term.partition("=")
+        want = want[1:] if want.startswith("=") else want
+        key, want = key.strip(), want.strip()
+        if not sep or not key or key.endswith("!") or any(ch in key + want for ch in "()! ="):
+            return None
+        terms.append((key, want))
+
+    def match(obj: dict[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(k) == v for k, v in terms)
+    return match
+
+
 class Informer:
     """One resource set (``api_version``/``kind``, optionally one namespace) listed once and
     followed by a watch in a background thread.

@@ -144,11 +144,11 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
             node not in node_gate.paused_nodes(writer.plan):
         # most likely worked on: the gate's own reads (all VMIs for the facts) and the other
         # sets are listed side by side from now on (not for a node the plan says is done)
-        kube.prefetch(wait=False)
+        kube.prefetch(wait=False, scoped=_scoped(node))
     for step in order.GATE:
         if RUNNERS[step.name](kube, writer, p, cycle, result, step):
             return result
-    kube.prefetch()   # this node is worked on: every set its steps read is listed
+    kube.prefetch(scoped=_scoped(node))   # this node is worked on: every set its steps read
     if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
         ev = cycle.run("evacuate", kube, lambda: node_evacuation.evacuate(
             kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),
@@ -162,6 +162,13 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
             continue
         RUNNERS[step.name](kube, writer, p, cycle, result, step)
     return result
+
+
+def _scoped(node: str) -> list[tuple[str, str, str | None, str | None]]:
+    """The node-scoped informers of ``node``'s cycle: the VMIs labelled as on it (its
+    evacuation plans, migrates and checks those only; docs/performance.md "Node-scoped
+    reads")."""
+    return [(node_facts.VMI_API, "VirtualMachineInstance", None, node_facts.on_node(node))]
 
 
 # One runner per step name of node_step_order: the step's call in this process, how the
@@ -305,7 +312,7 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     Succeeded."""
     node = p.node
     last = not p.restore_fail_on_error and not node_facts.others_left(
-        node_facts.cluster_facts(kube, writer.plan), node, p.play)
+        node_facts.cluster_facts(kube, writer.plan, vm_count=False), node, p.play)
     started = cycle.run("restore start", kube, lambda: node_restore.start_restores(
         kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait, mark=last),
         lambda r: (f"{len(r['starting'])} VM(s) asked to start"

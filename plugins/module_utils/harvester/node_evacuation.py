@@ -33,6 +33,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     fact_for,
     harvester_items,
     is_single_node,
+    node_vmis,
+    on_node,
     try_items,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
@@ -74,7 +76,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     > 0 then keeps starting the rest as lanes free, for up to that many seconds
     (:func:`migrate_all` ``feed``)."""
     plan = writer.refresh()
-    facts = cluster_facts(kube, plan)
+    facts = cluster_facts(kube, plan, vm_count=False)
     fact = fact_for(facts, node)
     state = writer.node_state(node)
     # resume: never evacuate again a node that is past this step (its VMs may be restored)
@@ -153,7 +155,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                                                                               node)))
     # 4. never hand the node over with a running VM
     left = [f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"
-            for v in try_items(kube, VMI_API, "VirtualMachineInstance")
+            for v in node_vmis(kube, node)
             if active_vmi(v) and (v.get("status") or {}).get("nodeName") == node]
     if left:
         msg = f"VMs still running on {node} after evacuation: {', '.join(sorted(left))}"
@@ -252,7 +254,8 @@ def stop_vms(kube: Kube, writer: PlanWriter, node: str, shutdowns: list[ev.Shutd
     keys = {s.vm.key for s in shutdowns}
     if keys and not failed:
         try:
-            kube.wait([Source(VMI_API, "VirtualMachineInstance")],
+            kube.wait([Source(VMI_API, "VirtualMachineInstance",
+                              label_selector=on_node(node))],
                       lambda v: not any(k in keys and active_vmi(o) and
                                         (o.get("status") or {}).get("nodeName") == node
                                         for k, o in v["VirtualMachineInstance"].items()),
@@ -312,8 +315,9 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     the VMs on ``only_node`` when given (an evacuation plans that node's VMs only)."""
     nodes = kube.list("v1", "Node")
     pods = kube.list("v1", "Pod")
-    vmis = [v for v in harvester_items(kube, VMI_API, "VirtualMachineInstance",
-                                       "plan which VMs leave the node")
+    why = "plan which VMs leave the node"
+    vmis = [v for v in (harvester_items(kube, VMI_API, "VirtualMachineInstance", why)
+                        if only_node is None else node_vmis(kube, only_node, why))
             if active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}

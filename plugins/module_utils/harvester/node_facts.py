@@ -35,6 +35,14 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors
 VM_API, VMI_API = "kubevirt.io/v1", "kubevirt.io/v1"
 VMI_NAME_LABEL = "kubevirt.io/vmi-name"    # KubeVirt labels each migration with its VMI
 VMIM_KIND = "VirtualMachineInstanceMigration"
+# KubeVirt labels a VMI with the node it runs on, set with ``status.nodeName`` in the same
+# update of the VMI (its CRD has no status subresource): virt-controller when it hands a
+# scheduled VMI to virt-handler (pkg/virt-controller/watch/vmi.go, ``updateStatus``) and the
+# target's virt-handler when it acknowledges a migration (pkg/virt-handler, the migration
+# target's ``ackMigrationCompletion`` + one ``Update``). So the VMIs whose status.nodeName is
+# a node are among those with its label: a step that concerns one node reads only those
+# (docs/performance.md "Node-scoped reads").
+VMI_NODE_LABEL = "kubevirt.io/nodeName"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
 LONGHORN_API = "longhorn.io/v1beta2"
 RUN_STRATEGY_ANNOTATION = "harvester-upgrade.harvesterhci.io/run-strategy-before-upgrade"
@@ -59,21 +67,41 @@ def run_id() -> str:
     return f"{lock_run.identity()}#{lock_run.playbook_pid()}"
 
 
-def cluster_facts(kube: Kube, plan: dict[str, Any] | None) -> list[dict[str, Any]]:
+def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, vm_count: bool = True
+                  ) -> list[dict[str, Any]]:
+    """:func:`node_order.node_facts` of the cluster. ``vm_count=False``: without reading the
+    VMIs (every one in the cluster) for the facts' ``vm_count`` (0), which only the inventory
+    shows; the node steps decide on the VMIs of one node, read by its label."""
     nodes = kube.list("v1", "Node")
     machines = try_items(kube, CAPI_API, "Machine", c.FLEET_NS)
     secrets = kube.list("v1", "Secret", c.FLEET_NS)
     secrets = [s for s in secrets if s.get("type") == "rke.cattle.io/machine-plan"
                or (s.get("metadata") or {}).get("name", "").endswith("-machine-plan")]
-    vmis = try_items(kube, VMI_API, "VirtualMachineInstance")
+    vmis = try_items(kube, VMI_API, "VirtualMachineInstance") if vm_count else []
     setting = _try_get(kube, "harvesterhci.io/v1beta1", "Setting", "server-version")
     version = (setting or {}).get("value") if setting else None
     return no.node_facts(nodes, machines, secrets, plan=plan, vmis=vmis, server_version=version)
 
 
-def try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[dict[str, Any]]:
+def on_node(node: str) -> str:
+    """The label selector of the VMIs KubeVirt runs on ``node`` (:data:`VMI_NODE_LABEL`)."""
+    return f"{VMI_NODE_LABEL}={node}"
+
+
+def node_vmis(kube: Kube, node: str, why: str | None = None) -> list[dict[str, Any]]:
+    """The VMIs labelled as running on ``node`` (callers still decide on ``status.nodeName``);
+    ``why``: a kind every Harvester cluster serves (:func:`harvester_items`), else
+    :func:`try_items`."""
+    if why:
+        return harvester_items(kube, VMI_API, "VirtualMachineInstance", why,
+                               label_selector=on_node(node))
+    return try_items(kube, VMI_API, "VirtualMachineInstance", label_selector=on_node(node))
+
+
+def try_items(kube: Kube, api: str, kind: str, ns: str | None = None,
+              label_selector: str | None = None) -> list[dict[str, Any]]:
     try:
-        return kube.list(api, kind, ns)
+        return kube.list(api, kind, ns, label_selector)
     except Exception as exc:
         if isinstance(exc, NotServed) or "ResourceNotFound" in type(exc).__name__ or \
                 getattr(exc, "status", None) == 404:
@@ -82,12 +110,13 @@ def try_items(kube: Kube, api: str, kind: str, ns: str | None = None) -> list[di
 
 
 def harvester_items(kube: Kube, api: str, kind: str, why: str,
-                    ns: str | None = None) -> list[dict[str, Any]]:
+                    ns: str | None = None, label_selector: str | None = None
+                    ) -> list[dict[str, Any]]:
     """``kube.list`` of a kind every Harvester cluster serves (KubeVirt's): not served on a
     Harvester cluster fails, naming it (an empty list would let a safety step pass on no
     data); on a cluster without Harvester's CRDs it is empty."""
     try:
-        return kube.list(api, kind, ns)
+        return kube.list(api, kind, ns, label_selector)
     except NotServed as exc:
         if not is_harvester(kube):
             return []

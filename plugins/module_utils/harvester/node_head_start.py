@@ -30,6 +30,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     active_vmi,
     cluster_facts,
     hook_names,
+    on_node,
     others_left,
     run_id,
     secret_ann,
@@ -88,7 +89,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
                            "stopping": [], "answered": False, "migrated": [], "job": ""}
     plan = writer.refresh()
     check_phase(plan)
-    facts = cluster_facts(kube, plan)
+    facts = cluster_facts(kube, plan, vm_count=False)
     pre_hook, _post_hook = hook_names(kube)
     if not others_left(facts, node, play):
         return {**out, "why": "no other node of the play is left to upgrade"}
@@ -185,7 +186,8 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
         return {"failed": None}
 
     try:
-        res = kube.wait([Source(VMI_API, "VirtualMachineInstance"),
+        res = kube.wait([Source(VMI_API, "VirtualMachineInstance",
+                                label_selector=on_node(node)),
                          Source(VMI_API, VMIM_KIND, label_selector=sel)], off,
                         timeout=timeout, what=f"the VMs off node {node} (head start)")
         if res["failed"]:

@@ -31,9 +31,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_f
     VMI_NAME_LABEL,
     VMIM_KIND,
     active_vmi,
+    node_vmis,
+    on_node,
     run_id,
     safe_name,
-    try_items,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.plan_writer import (
     PlanWriter,
@@ -172,13 +173,18 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             vmi = vmi_state(view, key)
             ns = key.split("/", 1)[0]
             mig = migs.get(f"{ns}/{info['name']}") if info["name"] else None
+            # the view holds the VMIs labelled as on the node (node_facts.VMI_NODE_LABEL):
+            # one that left it moved (KubeVirt moves the label with status.nodeName) or is gone
             moved = vmi is None or not active_vmi(vmi) or \
                 (vmi.get("status") or {}).get("nodeName") not in (node, None, "")
             phase = ((mig or {}).get("status") or {}).get("phase")
             if moved and phase != "Failed":
                 done.add(key)
                 active.pop(key)
-                tgt = ((vmi or {}).get("status") or {}).get("nodeName")
+                # (out of the view: where the migration took it, if it says)
+                tgt = ((vmi.get("status") or {}).get("nodeName") if vmi is not None else
+                       (((mig or {}).get("status") or {}).get("migrationState") or {})
+                       .get("targetNode"))
                 result["migrated"].append({"vm": key, "to": tgt, "attempts": attempts[key]})
                 continue
             if phase == "Succeeded":
@@ -315,8 +321,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     # ones pile up cluster-wide: 3,000 by the last node of a 100-node cluster)
     vmims = Source(VMI_API, VMIM_KIND, label_selector=_vmim_selector(p.migrate))
     if start_only:   # one decision on the current view: start what may start, leave
-        on_change({"VirtualMachineInstance": {obj_key(o): o for o in try_items(
-            kube, VMI_API, "VirtualMachineInstance")},
+        on_change({"VirtualMachineInstance": {obj_key(o): o for o in node_vmis(kube, node)},
             VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
                 VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
         asked = [key for key, info in active.items() if not info["name"]]
@@ -342,7 +347,8 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         result["started"] = sorted(attempts)
         return
     try:
-        kube.wait([Source(VMI_API, "VirtualMachineInstance"), vmims],
+        kube.wait([Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)),
+                   vmims],
                   pred, on_change=on_change, timeout=timeout, describe=describe,
                   what=f"live migrations off node {node}")
     except _MigrationFailed as exc:
