@@ -508,6 +508,33 @@ def test_migration_fail_fault(world_factory: Callable[..., World]) -> None:
     assert w.controllers["kubevirt"].migrations_per_vm == {"default/vm1": 1}
 
 
+def test_vmi_node_label_and_status_change_in_one_write(
+        world_factory: Callable[..., World]) -> None:
+    """virt-controller hands a VMI over to Scheduled, and virt-handler acknowledges a
+    migration, with one update that sets ``kubevirt.io/nodeName`` and ``status.nodeName``
+    together (v1.5.2 vmi.go, vm.go): no watcher ever sees the two disagree."""
+    w = world_factory()
+    c = w.client
+    seen: list[tuple[str | None, str | None]] = []
+
+    def record(ev: Any) -> None:
+        o = ev.obj
+        if o.get("kind") == "VirtualMachineInstance" and ev.type == "MODIFIED":
+            seen.append(((o["metadata"].get("labels") or {}).get("kubevirt.io/nodeName"),
+                         (o.get("status") or {}).get("nodeName")))
+    w.store.subscribe(record)
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    wait_for(lambda: (running(w, "vm1") or {}).get("status", {}).get("nodeName") != src,
+             what="migration")
+    both = [(label, node) for label, node in seen if label or node]
+    assert both and all(label == node for label, node in both), both
+    assert {node for _, node in both} >= {src}
+    assert len({node for _, node in both}) == 2
+
+
 def test_migration_hang_fault(world_factory: Callable[..., World]) -> None:
     w = world_factory(faults=[{"kind": "migration_hang", "target": {"vm": "default/vm1"}}])
     c = w.client

@@ -1220,24 +1220,20 @@ class KubeVirt:
     def _vmi_scheduled(self, vmi: Obj, pod: PodInfo) -> None:
         ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
 
-        def labels(cur: Obj) -> Obj | None:
-            lab = cur["metadata"].setdefault("labels", {})
-            if lab.get(NODE_LABEL) == pod.node:
-                return None
-            lab[NODE_LABEL] = pod.node
-            return cur
-
+        # one update, label and status together (virt-controller v1.5.2
+        # pkg/virt-controller/watch/vmi/vmi.go: the hand-over to Scheduled sets
+        # Labels[kubevirt.io/nodeName] and Status.NodeName on the same copy)
         def fn(cur: Obj) -> Obj | None:
             st = cur.setdefault("status", {})
             if st.get("phase") not in ("", None, "Pending", "Scheduling"):
                 return None
+            cur["metadata"].setdefault("labels", {})[NODE_LABEL] = pod.node
             self._transition(st, "Scheduled")
             st["nodeName"] = pod.node
             st["activePods"] = {pod.uid: pod.node}
             st["conditions"] = [c for c in st.get("conditions") or []
                                 if c.get("type") != "PodScheduled"]
             return cur
-        self._modify(VMI, ns, name, labels)
         self._modify(VMI, ns, name, fn, status=True)
 
     def _vmi_started(self, ns: str, name: str, pname: str) -> None:
@@ -1648,7 +1644,12 @@ class KubeVirt:
             old_main.role = "retired"
         ifaces_ip = tpod.ip
 
+        # the migration's acknowledgement: label and status in one update (virt-handler
+        # v1.5.2 pkg/virt-handler/vm.go, "this is the migration ACK")
         def fn(cur: Obj) -> Obj:
+            lb = cur["metadata"].setdefault("labels", {})
+            lb[NODE_LABEL] = m.target
+            lb.pop(TARGET_NODE_LABEL, None)
             st = cur.setdefault("status", {})
             st["nodeName"] = m.target
             st.pop("evacuationNodeName", None)
@@ -1663,13 +1664,6 @@ class KubeVirt:
             st["migrationState"] = ms
             return cur
         self._modify(VMI, m.ns, m.vmi, fn, status=True)
-
-        def lab(cur: Obj) -> Obj:
-            lb = cur["metadata"].setdefault("labels", {})
-            lb[NODE_LABEL] = m.target
-            lb.pop(TARGET_NODE_LABEL, None)
-            return cur
-        self._modify(VMI, m.ns, m.vmi, lab)
         self._set_mig_status(m, "Succeeded", {"endTimestamp": now, "completed": True})
         if old_main is not None:
             self._delete_pod(m.ns, old_main.name)
