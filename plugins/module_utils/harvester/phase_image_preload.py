@@ -63,7 +63,7 @@ def image_preload(ctx: Context) -> Step:
     conc = (((ctx.plan.get("spec") or {}).get("imagePreloadOption") or {}).get("concurrency"))
     if conc is not None and int(conc) < 0:
         if not ctx.check_mode:
-            ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes})
+            ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes}, hold=True)
         return Step("done", "image preload skipped (concurrency < 0)")
     conc = len(nodes) if not conc else min(int(conc), len(nodes))
     deadline = int(ctx.params.get("job_deadline_seconds") or 0)
@@ -76,7 +76,7 @@ def image_preload(ctx: Context) -> Step:
                       "image-preload plan job(s) failed", "preloaded")
     if waited.state == "failed":
         return waited
-    ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes})
+    ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes}, hold=True)
     return Step("done", f"images preloaded on {len(nodes)} nodes")
 
 

@@ -63,7 +63,8 @@ def iso_download(ctx: Context) -> Step:
                         f"{c.ANN_ALLOW_UNVERIFIED_ISO[0]}: \"true\" allows it)")
         ctx.ensure(manifests.iso_image(ctx.plan, snap["isoURL"], snap.get("isoChecksum", "")))
     if ctx.status.get("isoImageID") != image_id:
-        ctx.writer.set_fields({"isoImageID": image_id})
+        # recorded with the progress message of the wait below (no action between them)
+        ctx.writer.set_fields({"isoImageID": image_id}, hold=True)
     if ctx.check_mode:
         return Step("done", f"would wait for VirtualMachineImage {ns}/{name} to be Imported")
 

@@ -243,6 +243,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             raise PhaseFailed(step.message)
         result.update(step.facts)
         if step.state == "pending":
+            writer.flush()   # what the phase recorded so far (PlanWriter.hold)
             result.update(status="pending", progress=step.message, msg=step.message)
         else:
             writer.update(lambda s: plan_status.complete_phase(s, phase, writer.now(),

@@ -167,6 +167,7 @@ class PlanWriter:
         self.component = component
         self.changed = False
         self.events: list[dict[str, str]] = []
+        self._held: list[Mutation] = []   # written with the next status write (hold())
 
     @property
     def name(self) -> str:
@@ -203,13 +204,18 @@ class PlanWriter:
         def attempt() -> bool:
             before = copy.deepcopy(self.plan.get("status") or {})
             after = copy.deepcopy(before)
-            events = mutate(after) or []
+            events: list[plan_status.EventSpec] = []
+            for held in self._held:   # applied again on the plan as it is after a conflict
+                events += held(after) or []
+            events += mutate(after) or []
             if after == before:
+                self._held = []
                 for ev in events:
                     self.recorder.emit(ev, self.check_mode)
                 return False
             if self.check_mode:
                 self.plan["status"] = after
+                self._held = []
                 for ev in events:
                     self.recorder.emit(ev, True)
                 self.changed = True
@@ -217,6 +223,7 @@ class PlanWriter:
             body = copy.deepcopy(self.plan)
             body["status"] = after
             self.plan = self.kube.replace_status(body)
+            self._held = []
             self.recorder.plan = self.plan
             self.changed = True
             for ev in events:
@@ -230,18 +237,44 @@ class PlanWriter:
         except ConflictsExhausted as exc:
             raise PlanError(f"UpgradePlan {self.name}: status update kept conflicting") from exc
 
+    def hold(self, mutate: Mutation) -> None:
+        """Apply ``mutate`` with this writer's next status write (:meth:`update` and what
+        builds on it) instead of in a request of its own, and emit its Events after that
+        write. Only for a change that no cluster action follows before that write (a
+        phase's result recorded just before the phase completes, or before the progress
+        message of the wait that follows): a run killed in between has written neither,
+        and the re-run, which resumes the phase, finds the result again. Until then
+        :attr:`status` does not show it; :meth:`flush` writes it on its own. In check mode
+        it is applied at once (nothing is written anyway)."""
+        if self.check_mode:
+            self.update(mutate)
+            return
+        self._held.append(mutate)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def flush(self) -> bool:
+        """Write what :meth:`hold` holds, if anything; returns whether the status changed."""
+        return self.update(lambda s: None) if self._held else False
+
     # -- common transitions -------------------------------------------------------------------
     def now(self) -> str:
         return plan_status.now_iso()
 
-    def set_fields(self, fields: dict[str, Any]) -> bool:
-        """Set top-level status fields (``None`` removes one)."""
+    def set_fields(self, fields: dict[str, Any], *, hold: bool = False) -> bool:
+        """Set top-level status fields (``None`` removes one); with ``hold``, in the next
+        status write (:meth:`hold`: returns False)."""
         def mutate(status: dict[str, Any]) -> None:
             for key, value in fields.items():
                 if value is None:
                     status.pop(key, None)
                 else:
                     status[key] = value
+        if hold:
+            self.hold(mutate)
+            return False
         return self.update(mutate)
 
     def fail(self, message: str) -> bool:
@@ -251,8 +284,15 @@ class PlanWriter:
         return self.update(lambda s: plan_status.degrade(s, error, self.now(),
                                                          self.generation))
 
-    def set_node_states(self, states: dict[str, Any]) -> bool:
-        return self.update(lambda s: (plan_status.set_node_states(s, states), [])[1])
+    def set_node_states(self, states: dict[str, Any], *, hold: bool = False) -> bool:
+        """Cluster-phase node states (forward-only); ``hold`` as for :meth:`set_fields`."""
+        def mutate(status: dict[str, Any]) -> list[plan_status.EventSpec]:
+            plan_status.set_node_states(status, states)
+            return []
+        if hold:
+            self.hold(mutate)
+            return False
+        return self.update(mutate)
 
     def owner_reference(self) -> dict[str, Any]:
         return owner_reference(self.plan)
@@ -264,6 +304,7 @@ class PlanWriter:
         """Merge-patch metadata annotations (``None`` removes one)."""
         if self.check_mode:
             return
+        self.flush()   # a held status change is not left behind a later write
         self.plan = self.kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, self.name,
                                     {"metadata": {"annotations": annotations}})
         self.changed = True
@@ -278,6 +319,8 @@ class PlanWriter:
         """Record ``node``'s state on the plan as it is now, unless that moves it backwards
         (:func:`node_states.set_state`); returns True when the status changed. Conflict-safe;
         an Event per change unless ``event`` is false."""
+        self.flush()   # a held status change is not left behind a later write
+
         def attempt() -> bool:
             plan = self.refresh()
             statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
@@ -301,6 +344,8 @@ class PlanWriter:
     def set_progress_message(self, message: str) -> None:
         """Progressing condition message while NodeUpgrading (e.g. paused nodes); given up
         quietly when every write conflicts (the next state change sets it again)."""
+        self.flush()   # a held status change is not left behind a later write
+
         def attempt() -> None:
             plan = self.refresh()
             conds = list((plan.get("status") or {}).get("conditions") or [])
