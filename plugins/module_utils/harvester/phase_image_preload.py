@@ -17,6 +17,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_common import (
     managed_nodes,
+    suc_awaits,
     suc_wait,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.pipeline import (
@@ -53,6 +54,15 @@ def eligibility_error(ctx: Context) -> str | None:
 _SWITCH_ANNOTATIONS = {versions.DOWNGRADE: c.ANN_ALLOW_DOWNGRADE[0],
                        versions.VERSION_SKIP: c.ANN_ALLOW_VERSION_SKIP[0],
                        versions.OTHER: "spec.force / " + c.ANN_SKIP_VERSION_CHECK[0]}
+
+
+def entry(ctx: Context) -> str | None:
+    """What :func:`image_preload` waits for (pipeline.run_phase's ``entry``): nothing when
+    the plan skips the preload."""
+    conc = ((ctx.plan.get("spec") or {}).get("imagePreloadOption") or {}).get("concurrency")
+    if conc is not None and int(conc) < 0:
+        return None
+    return suc_awaits(ctx, c.COMPONENT_IMAGE_PRELOAD)
 
 
 def image_preload(ctx: Context) -> Step:
