@@ -59,16 +59,19 @@ def run_id() -> str:
     return f"{lock_run.identity()}#{lock_run.playbook_pid()}"
 
 
-def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, light: bool = False
-                  ) -> list[dict[str, Any]]:
+def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, light: bool = False,
+                  seen: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every managed node's facts (:func:`node_order.node_facts`). ``light``: without the
     VMIs (``vm_count`` 0) and the ``server-version`` Setting (``harvester_version`` from the
-    plan), for a caller that reads neither."""
+    plan), for a caller that reads neither. ``seen`` receives the machine-plan Secrets
+    read (``secrets``)."""
     nodes = kube.list("v1", "Node")
     machines = try_items(kube, CAPI_API, "Machine", c.FLEET_NS)
     secrets = kube.list("v1", "Secret", c.FLEET_NS)
     secrets = [s for s in secrets if s.get("type") == "rke.cattle.io/machine-plan"
                or (s.get("metadata") or {}).get("name", "").endswith("-machine-plan")]
+    if seen is not None:
+        seen["secrets"] = secrets
     if light:
         return no.node_facts(nodes, machines, secrets, plan=plan)
     vmis = try_items(kube, VMI_API, "VirtualMachineInstance")

@@ -297,6 +297,11 @@ class PlanWriter:
     def owner_reference(self) -> dict[str, Any]:
         return owner_reference(self.plan)
 
+    def adopt(self, plan: dict[str, Any]) -> None:
+        """The plan as a write of its metadata elsewhere answered (it is newer than ours)."""
+        self.plan = plan
+        self.recorder.plan = plan
+
     def labels(self, component: str = c.COMPONENT_NODE_UPGRADE) -> dict[str, str]:
         return labels(self.plan, component)
 
@@ -402,16 +407,19 @@ class PlanWriter:
                 "until its upgrade finishes; fix the cause and run the same command again to "
                 "continue (docs/recovery.md)]")
 
-    def update_status(self, mutate: Mutation) -> bool:
-        """:meth:`update` on the plan as it is now (re-read first), as the node loop's
-        writes are; its Events are listed in :attr:`events` too."""
+    def update_status(self, mutate: Mutation, *, reread: bool = True) -> bool:
+        """:meth:`update` on the plan as it is now (re-read first, unless ``reread`` is
+        false: the caller holds the plan as read moments ago, and a conflict re-reads it
+        anyway), as the node loop's writes are; its Events are listed in :attr:`events`
+        too."""
         specs: list[Any] = []
 
         def recorded(status: dict[str, Any]) -> Any:
             specs[:] = mutate(status) or []
             return specs
 
-        self.refresh()
+        if reread:
+            self.refresh()
         changed = self.update(recorded)
         if changed:   # listed in the module result, as the node-state Events are
             self.events += [{"reason": e.reason, "message": e.message} for e in specs]
