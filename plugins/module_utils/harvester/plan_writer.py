@@ -4,8 +4,9 @@
 loop alike. :meth:`PlanWriter.update` applies a mutation (a function over a deep copy of
 ``status`` returning the Events to emit, usually a :mod:`plan_status` transition) and PUTs
 the status subresource; on 409 Conflict it re-reads the plan and applies the mutation again
-(bounded). Events are recorded only after the write succeeded. In check mode nothing is
-written and the Events are only listed. The node loop's per-node states
+(bounded). Events are recorded only after the write succeeded. A change that no cluster
+action follows before the writer's next status write is held (:meth:`PlanWriter.hold`) and
+goes with that write. In check mode nothing is written and the Events are only listed. The node loop's per-node states
 (:meth:`PlanWriter.set_node_state`, forward-only by :mod:`node_states`) are conditional merge
 patches of ``status.nodeUpgradeStatuses`` on the plan as it is now.
 
