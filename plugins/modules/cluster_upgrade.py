@@ -104,7 +104,8 @@ def main() -> None:
                                        supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ClusterUpgrade"),
                        phase_cluster_upgrade.cluster_upgrade,
-                       phase_cluster_upgrade.verify_cluster)
+                       phase_cluster_upgrade.verify_cluster,
+                       entry=phase_cluster_upgrade.entry)
 
 
 if __name__ == "__main__":

@@ -146,9 +146,8 @@ def main() -> None:
                                                                          module.check_mode)
         # the cleanup ran: deleting the plan later owes nothing. Before Succeeded, so that a
         # run killed in between finds the plan still active and ends it here again
-        if plan_cleanup.remove_finalizer(kube, writer.name, module.check_mode):
+        if plan_cleanup.drop_finalizer(kube, writer, module.check_mode):
             out["actions"].append(f"removed finalizer {plan_cleanup.FINALIZER}")
-            writer.refresh()
         if rel != "failed":
             writer.update(lambda s: plan_status.succeed(s, writer.now(), writer.generation))
         out.update(changed=writer.changed or bool(out["actions"]), status="completed",

@@ -123,7 +123,8 @@ def main() -> None:
         supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ImagePreload"),
                        phase_image_preload.image_preload,
-                       phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD))
+                       phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD),
+                       entry=phase_image_preload.entry)
 
 
 if __name__ == "__main__":

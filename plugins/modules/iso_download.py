@@ -109,7 +109,8 @@ def main() -> None:
                                        supports_check_mode=True)
     pipeline.run_phase(module, phases.get("ISODownload"),
                        phase_iso_download.iso_download,
-                       phase_iso_download.verify_iso)
+                       phase_iso_download.verify_iso,
+                       entry=phase_iso_download.entry)
 
 
 if __name__ == "__main__":

@@ -200,7 +200,8 @@ def main() -> None:
                 writer.update(lambda s: plan_status.initialize(s, writer.now(),
                                                                writer.generation))
             fields = phase_initialize.initialize_fields(kube, writer.plan, seen)
-            writer.set_fields(fields)
+            # written with the outcome of the checks below (they only read)
+            writer.set_fields(fields, hold=True)
         facts = phase_initialize.gather_facts(kube, writer.plan, p, seen)
         results = preflight_checks.run_all(facts, p["skip_checks"])
         summary = preflight_checks.summary(results)

@@ -104,7 +104,7 @@ def main() -> None:
                                        supports_check_mode=True)
     pipeline.run_phase(module, phases.get("RepoCreate"),
                        phase_repo.repo_create,
-                       phase_repo.verify_repo)
+                       phase_repo.verify_repo, entry=phase_repo.entry)
 
 
 if __name__ == "__main__":

@@ -261,7 +261,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     lock,
     manifests,
     module_factory,
-    phase_common,
     phases,
     plan_cleanup,
     plan_input,
@@ -461,9 +460,10 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
     if failed is not None:   # failed mid-roll: continue it, never start another one
         return resume_failed(module, kube, failed, result)
     try:
-        plan_input.new_plan_request(kube, p, running)
+        available = plan_input.new_plan_request(kube, p, running)
     except plan_input.InputError as exc:
         module.fail_json(msg=str(exc))
+        raise  # fail_json does not return; a test double's might
     existing = next((x for x in plans if p.get("name") and x["metadata"]["name"] == p["name"]),
                     None)
     if existing is None and not p.get("name"):
@@ -472,9 +472,9 @@ def ensure(module: AnsibleModule, kube: Kube) -> dict[str, Any]:
         existing = uninitialized(plans, p.get("version"), p.get("image"))
     version = p.get("version")
     if not version and not p.get("image") and existing is None:
-        # nothing asked: the newest Version newer than the running release, if any
-        names = [v["metadata"]["name"] for v in phase_common.list_versions(kube)]
-        version = versions.newest_target(names, running or "")
+        # nothing asked: the newest Version newer than the running release, if any (of the
+        # Versions the request's check has just read)
+        version = versions.newest_target(available, running or "")
         if not version:   # up to date: nothing is written, not even the lock
             not_up_to_date(module, kube, running or "", plans)
             return {**result, "plan": None, "up_to_date": True,

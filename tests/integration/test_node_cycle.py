@@ -79,6 +79,7 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     assert int(report["vm_migrations"]["total"]) == _bound(
         sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
     assert running <= nu.running_vms(sim)      # the shut-down VMs were restored
+    _no_repeated_events_or_reads(sim, plan, order, mode)
     if mode == "steps":   # one task per step, no node_cycle call
         assert "Upgrade in one module call" not in res.output, res
         for task in ("Wait for Rancher to ask to drain", "Answer the pre-drain hook",
@@ -106,6 +107,30 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     assert "its pre-drain answered" in flat, res
     assert re.search(r"already past evacuation \((PreDrained|PostDraining)\): \d+ migrated",
                      flat), res
+
+
+def _no_repeated_events_or_reads(sim: Any, plan: dict[str, Any], order: list[str],
+                                 mode: str) -> None:
+    """The requests cut in docs/performance.md "API requests, round two" stay cut: one
+    ``NodePreDrained`` Event per node saying the answer (no separate ``DrainHookAnswered``
+    for pre-drain), no ``NodeJobCreated`` for a post-drain Job (``NodePostDraining`` says
+    it), ``VMMigrationStarted`` only for a retry; the Versions listed once (the new plan's
+    check and choice); in node mode the plan read by name only by pre-flight (NodeUpgrade's
+    completion and Finalize decide on the plan they hold; the steps re-read it each)."""
+    evs = [e for e in sim.world.client.list("v1", "Event")
+           if (e.get("involvedObject") or {}).get("name") == plan["metadata"]["name"]]
+    said = [(e.get("reason"), e.get("message") or "") for e in evs]
+    for node in order:
+        pre = [m for r, m in said if r == "NodePreDrained" and f"Node {node}:" in m]
+        assert len(pre) == 1 and pre[0].startswith(
+            f"Node {node}: PreDrained, answered rke.cattle.io/pre-drain with "), said
+    assert not [m for r, m in said if r == "DrainHookAnswered" and "pre-drain" in m], said
+    assert not [m for r, m in said if r == "NodeJobCreated" and "post-drain" in m], said
+    assert all(re.search(r"attempt [2-9]", m) for r, m in said if r == "VMMigrationStarted")
+    by = sim.stats()["by_verb_resource"]
+    assert by.get("list versions", 0) == 1, by
+    if mode == "node":
+        assert by.get("get upgradeplans", 0) <= 1, by
 
 
 def _state(sim: Any, node: str) -> str:

@@ -122,12 +122,22 @@ def phase_action(name: str) -> Any:
     raise AssertionError(f"no phase action {name}")
 
 
+def phase_entry(name: str) -> Any:
+    """The ``entry`` the phase module of action ``name`` passes to ``run_phase`` (None for
+    the scripted acts and the phases without one), as its module in plugins/modules does."""
+    if name in ACTS:
+        return None
+    return next((getattr(mod, "entry", None) for mod in PHASE_MODULES if hasattr(mod, name)),
+                None)
+
+
 def main(spec: dict[str, Any]) -> None:
     act = ACTS.get(spec["act"]) or phase_action(spec["act"])
     name = spec.get("verify")
     verify = (VERIFIES.get(name) or phase_action(name)) if name else None
     module = Module(spec["params"], bool(spec.get("check_mode")))
-    pipeline.run_phase(module, phases.get(spec["phase"]), act, verify)
+    pipeline.run_phase(module, phases.get(spec["phase"]), act, verify,
+                       entry=phase_entry(spec["act"]))
     raise AssertionError("run_phase returned without exit_json or fail_json")
 
 

@@ -243,11 +243,14 @@ def _one_vm_to_node_2(ev: Any, why: str) -> Any:
 
 
 class _Writer:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
     def labels(self, component: str) -> dict[str, str]:
         return {}
 
-    def event(self, *args: Any, **kwargs: Any) -> None:
-        pass
+    def event(self, reason: str, message: str, **kwargs: Any) -> None:
+        self.events.append((reason, message))
 
 
 def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
@@ -266,6 +269,30 @@ def test_a_migration_is_done_when_its_vmi_is_seen_off_the_node() -> None:
     assert kube.decided_at == 3
     assert len(kube.created) == 1
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
+
+
+def test_only_a_retried_migration_gets_an_event() -> None:
+    """A first attempt is its migration object (labelled with the plan and the node, its
+    target in its spec): no Event repeats it. A retry, which the objects alone do not tell,
+    gets one."""
+    ev = pytest.importorskip(
+        "ansible_collections.harvester.upgrade.plugins.module_utils.harvester.evacuation")
+    plan = _one_vm_to_node_2(ev, "upgraded node with room")
+    writer = _Writer()
+    kube = _MigrationKube([("node-1", None), ("node-1", "Running"), ("node-2", "Succeeded")])
+    node_migrations.migrate_all(
+        kube, writer, "node-1", plan, [], {"migrated": []},  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=1, migration_timeout=900, timeout=60)
+    assert len(kube.created) == 1 and writer.events == []
+    writer = _Writer()
+    kube = _MigrationKube([("node-1", None), ("node-1", "Failed"), ("node-1", None),
+                           ("node-1", "Running"), ("node-2", "Succeeded")])
+    node_migrations.migrate_all(
+        kube, writer, "node-1", plan, [], {"migrated": []},  # type: ignore[arg-type]
+        target_aware=True, concurrency=2, retries=1, migration_timeout=900, timeout=60)
+    assert len(kube.created) == 2
+    assert [r for r, _m in writer.events] == ["VMMigrationStarted"]
+    assert "default/vm-1" in writer.events[0][1] and "attempt 2" in writer.events[0][1]
 
 
 class _ActionKube:

@@ -21,11 +21,21 @@ def imported(image: dict[str, Any]) -> bool:
                for c in (image.get("status") or {}).get("conditions") or [])
 
 
+def status_writes(sim: Any) -> int:
+    """UpgradePlan status writes so far (the API server's request statistics)."""
+    return sum(n for k, n in sim.stats()["by_verb_resource"].items()
+               if k.split(" ", 1)[0] in ("update", "patch") and "upgradeplans" in k
+               and k.endswith("/status"))
+
+
 def test_iso_download_imports_the_versions_iso_and_a_rerun_verifies_it(
         run: Run, new_plan: NewPlan, sim: Any) -> None:
     name = new_plan("Initialized")
+    before = status_writes(sim)
     res = run("ISODownload", "iso_download", verify="verify_iso", plan=name)
     assert res["exit"] == "exit_json" and res["status"] == "completed", res
+    # entering writes isoImageID and the wait's message with the phase; then the completion
+    assert status_writes(sim) - before == 2, sim.stats()["by_verb_resource"]
     assert res["iso_image_id"] == f"{name}-iso", res
     assert f"create VirtualMachineImage {name}-iso in {NS}" in res["actions"], res
     image = sim.world.client.get(*VM_IMAGE, f"{name}-iso", NS)

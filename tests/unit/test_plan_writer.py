@@ -157,6 +157,34 @@ def test_no_write_when_nothing_changes() -> None:
     assert kube.puts == puts
 
 
+def test_a_held_change_is_written_with_the_next_write_in_one_request() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.update(lambda s: plan_status.initialize(s, "T0", 1))
+    puts = kube.puts
+    assert not writer.set_fields({"releaseMetadata": {"harvester": "v1.6.0"}}, hold=True)
+    assert writer.set_node_states({"n1": "ImagePreloaded"}, hold=True) is False
+    assert kube.puts == puts and writer.holding   # nothing sent yet
+    kube.conflicts = 1   # the held changes are applied again on the plan as it is now
+    writer.update(lambda s: plan_status.complete_phase(s, phases.get("Initialize"), "T1", 1))
+    assert kube.puts == puts + 1 and not writer.holding
+    st = kube.plan["status"]
+    assert st["currentPhase"] == "Initialized" and st["isoImageID"] == "set-by-someone-else"
+    assert st["releaseMetadata"] == {"harvester": "v1.6.0"}
+    assert st["nodeUpgradeStatuses"] == {"n1": {"state": "ImagePreloaded"}}
+    assert not writer.flush() and kube.puts == puts + 1   # nothing left to write
+
+
+def test_a_held_change_is_flushed_before_a_node_state_patch() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.update(lambda s: plan_status.initialize(s, "T0", 1))
+    writer.set_fields({"provisionGeneration": 2}, hold=True)
+    writer.set_node_state("n1", "PreDraining")
+    assert kube.plan["status"]["provisionGeneration"] == 2
+    assert node_state(kube, "n1") == "PreDraining" and not writer.holding
+
+
 def test_check_mode_writes_nothing() -> None:
     kube = FakeKube(new_plan())
     writer = PlanWriter(kube, new_plan(), check_mode=True)  # type: ignore[arg-type]

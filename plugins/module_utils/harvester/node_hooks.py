@@ -138,15 +138,24 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
         if hook == "pre-drain":
             changed = writer.set_node_state(node, "PreDrained") or changed
         return {"changed": changed, "value": value, "passed": False}
+    pre_drained = False
     if hook == "pre-drain":
         job = run_pre_drain_job(kube, writer, node, timeout=job_timeout)
         if safety_timeout is not None and not kube.check_mode:
             wait_safe_to_go_down(kube, writer, node, safety_timeout)
-        changed = writer.set_node_state(node, "PreDrained") or changed or bool(job["changed"])
+        # the state is written before the answer; its Event, which the answer follows at
+        # once, says both (one Event where two said the same moment)
+        pre_drained = writer.set_node_state(node, "PreDrained", event=False)
+        changed = pre_drained or changed or bool(job["changed"])
     if not kube.check_mode:
         kube.patch("v1", "Secret", fact["machine_plan_secret"],
                    {"metadata": {"annotations": {ours: value}}}, c.FLEET_NS)
-        writer.event("DrainHookAnswered", f"Node {node}: answered {rancher_ann} with {ours}")
+        if pre_drained:
+            writer.event("NodePreDrained",
+                         f"Node {node}: PreDrained, answered {rancher_ann} with {ours}")
+        else:
+            writer.event("DrainHookAnswered",
+                         f"Node {node}: answered {rancher_ann} with {ours}")
     return {"changed": True, "value": value, "passed": False}
 
 

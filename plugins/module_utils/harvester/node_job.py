@@ -154,6 +154,14 @@ def _node_summary(n: dict[str, Any] | None) -> str:
     return f"Ready={ready}, osImage={(st.get('nodeInfo') or {}).get('osImage')!r}"
 
 
+def _job_event(writer: PlanWriter, node: str, job: str, single: bool) -> None:
+    """``NodeJobCreated`` for the single-node Job only: the post-drain Job is what
+    ``PostDraining`` means (docs/node-upgrade.md), and the node's ``NodePostDraining`` Event,
+    written just before the Job is created, says so already."""
+    if single:
+        writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{job} created for {node}")
+
+
 def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
                  job_timeout: float = 3600, node_timeout: float = 1800,
                  start_only: bool = False) -> dict[str, Any]:
@@ -185,7 +193,7 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         result["started"] = False
         if not on_target and outcome[0] == "absent" and state == running_state:
             kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), c.UPGRADE_NS)
-            writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{result['job']} created for {node}")
+            _job_event(writer, node, result["job"], single)
             result["changed"] = result["started"] = True
         return result
     if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
@@ -205,7 +213,7 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         writer.set_node_state(node, running_state)
         kube.seed(kube.create_in("batch/v1", "Job", job_body(writer, job_type, node),
                                  c.UPGRADE_NS))   # the wait below starts from it
-        writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{result['job']} created for {node}")
+        _job_event(writer, node, result["job"], single)
         result["changed"] = True
     if state != "WaitingReboot":
         try:

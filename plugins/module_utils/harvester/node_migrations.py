@@ -95,10 +95,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         known.add(obj["metadata"]["name"])
         active[key] = {"name": obj["metadata"]["name"], "started": time.monotonic(),
                        "target": move.target}
-        writer.event("VMMigrationStarted",
-                     f"Migrating VM {key} off node {node} to "
-                     f"{move.target or 'a node the scheduler chooses'} ({move.why}), "
-                     f"attempt {attempts[key]}")
+        retried(move)
 
     def start_by_action(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
         """Harvester creates the migration (``generateName: <vm>-``): the one of the VM that
@@ -110,9 +107,18 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         mt.harvester_migrate(kube, ns, move.vm.name, str(move.target))
         active[key] = {"name": "", "started": time.monotonic(), "target": move.target,
                        "before": before}
-        writer.event("VMMigrationStarted",
-                     f"Migrating VM {key} off node {node} to {move.target} ({move.why}) "
-                     f"through Harvester's migrate action, attempt {attempts[key]}")
+        retried(move, " through Harvester's migrate action")
+
+    def retried(move: ev.Move, how: str = "") -> None:
+        """An Event for a retried migration only: a first attempt is the migration object
+        itself (labelled with the plan and the node, its target in its spec or annotation;
+        ``kubectl get vmim -A -w``), an Event per VM repeated it (docs/performance.md, "API
+        requests, round two"); a retry tells what the objects alone do not."""
+        if attempts[move.vm.key] > 1:
+            writer.event("VMMigrationStarted",
+                         f"Migrating VM {move.vm.key} off node {node} to "
+                         f"{move.target or 'a node the scheduler chooses'} ({move.why}){how}, "
+                         f"attempt {attempts[move.vm.key]}")
 
     def adopt_created(key: str, migs: dict[str, dict[str, Any]]) -> bool:
         """The migration Harvester's action created for ``key`` (the newest of the VM's not

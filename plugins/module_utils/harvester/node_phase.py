@@ -10,6 +10,7 @@ settle and completes the phase. The phase machine itself belongs to ``upgrade_pl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -57,17 +58,26 @@ def check_phase(plan: dict[str, Any]) -> str:
     return phase
 
 
-def all_nodes_done(kube: Kube, writer: PlanWriter) -> tuple[bool, list[str]]:
-    """Whether every node is done by the plan as the writer holds it."""
-    facts = cluster_facts(kube, writer.plan, vm_count=False)
+def all_nodes_done(kube: Kube, writer: PlanWriter, seen: dict[str, Any] | None = None
+                   ) -> tuple[bool, list[str]]:
+    """Whether every node is done by the plan as the writer holds it (the facts without
+    the VMIs and the server version: neither decides it). ``seen``: as for
+    :func:`cluster_facts`."""
+    facts = cluster_facts(kube, writer.plan, light=True, seen=seen)
     pending = [f["name"] for f in facts if writer.node_state(f["name"]) not in no.DONE_STATES]
     return not pending, pending
 
 
+def rancher_settled(secrets: Iterable[dict[str, Any]]) -> bool:
+    """upgrade-toolkit's NodeUpgrade PostRun condition: no machine-plan secret still has
+    post-drain."""
+    return not any(no.POST_DRAIN in secret_ann(s) for s in secrets)
+
+
 def wait_rancher_settled(kube: Kube, timeout: float) -> None:
-    """upgrade-toolkit's NodeUpgrade PostRun: no machine-plan secret still has post-drain."""
+    """Wait for :func:`rancher_settled`."""
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
-        return not any(no.POST_DRAIN in secret_ann(s) for s in view["Secret"].values())
+        return rancher_settled(view["Secret"].values())
     kube.wait([Source("v1", "Secret", c.FLEET_NS)], pred, timeout=timeout,
               what="Rancher to complete node upgrades (no machine-plan secret with post-drain)",
               describe=lambda v: ", ".join(k for k, s in v["Secret"].items()
@@ -75,7 +85,7 @@ def wait_rancher_settled(kube: Kube, timeout: float) -> None:
 
 
 def _phase(kube: Kube, writer: PlanWriter, completed: bool,
-           statuses: dict[str, Any] | None = None) -> bool:
+           statuses: dict[str, Any] | None = None, reread: bool = True) -> bool:
     """Enter/complete NodeUpgrade through upgrade_plan's transitions (plan_status)."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
         phases,
@@ -96,7 +106,7 @@ def _phase(kube: Kube, writer: PlanWriter, completed: bool,
             return []
         return plan_status.start_phase(st, phase, plan_status.now_iso(), gen)
 
-    return writer.update_status(mutate)
+    return writer.update_status(mutate, reread=reread)
 
 
 RANCHER_CLUSTER_API = "provisioning.cattle.io/v1"
@@ -190,17 +200,21 @@ def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, An
     phase = check_phase(plan)
     if phase in AFTER_NODES:
         return {"changed": False, "phase": phase, "pending": []}
-    done, pending = all_nodes_done(kube, writer)
+    seen: dict[str, Any] = {}
+    done, pending = all_nodes_done(kube, writer, seen)
     if not done:
         return {"changed": False, "phase": phase, "pending": pending}
     if kube.check_mode:
         return {"changed": True, "phase": "NodeUpgraded", "pending": []}
     single = bool((plan.get("status") or {}).get("singleNode"))
-    if not single:
+    # the Secrets the facts have just read answer the wait when Rancher is settled already;
+    # then the plan is as it was looked up moments ago too (a conflict re-reads it)
+    waited = not single and not rancher_settled(seen.get("secrets") or [])
+    if waited:
         try:
             wait_rancher_settled(kube, timeout)
         except WaitTimeout as exc:
             writer.fail_plan(str(exc))
             raise
-    changed = _phase(kube, writer, True)
+    changed = _phase(kube, writer, True, reread=waited)
     return {"changed": changed, "phase": "NodeUpgraded", "pending": []}

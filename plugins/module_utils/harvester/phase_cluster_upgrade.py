@@ -28,6 +28,11 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
 )
 
 
+def entry(ctx: Context) -> str:
+    """What :func:`cluster_upgrade` waits for (pipeline.run_phase's ``entry``)."""
+    return f"Job {c.UPGRADE_NS}/{ctx.name}-cluster-upgrade to complete"
+
+
 def cluster_upgrade(ctx: Context) -> Step:
     """Job ``<plan>-cluster-upgrade`` (``upgrade_manifests.sh``). The Rancher cluster is not
     touched here: its kubernetesVersion, provisionGeneration and upgradeStrategy are written
@@ -59,7 +64,7 @@ def cluster_upgrade(ctx: Context) -> Step:
 
     verdict = ctx.wait([Source.named(*c.JOB, name, c.UPGRADE_NS, key="job"),
                         Source.named(*c.SETTING, c.SERVER_VERSION_SETTING, key="setting")],
-                       finished, f"Job {c.UPGRADE_NS}/{name} to complete")
+                       finished, entry(ctx))
     if verdict.failed:
         return Step("failed", verdict.failed)
     running = version_of(seen.get("setting")) or server_version(ctx.kube)

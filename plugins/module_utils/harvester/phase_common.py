@@ -132,6 +132,11 @@ def fetch_repo_file(ctx: Context, path: str, what: str) -> tuple[int, bytes]:
         delay = min(8.0, delay * 2)
 
 
+def suc_awaits(ctx: Context, component: str) -> str:
+    """What :func:`suc_wait` waits for."""
+    return f"SUC Plan {c.SUC_NS}/{ctx.name}-{component} to complete"
+
+
 def suc_wait(ctx: Context, component: str, states: tuple[str, str, str], total: int,
              fail_msg: str, verb: str) -> Step:
     name = f"{ctx.name}-{component}"
@@ -153,7 +158,7 @@ def suc_wait(ctx: Context, component: str, states: tuple[str, str, str], total: 
     verdict = ctx.wait([Source.named(*c.SUC_PLAN, name, c.SUC_NS, key="plan"),
                         Source(*c.JOB, c.SUC_NS, selector({c.LABEL_SUC_PLAN: name}),
                                key="jobs")],
-                       complete, f"SUC Plan {c.SUC_NS}/{name} to complete")
+                       complete, suc_awaits(ctx, component))
     if verdict.failed:
         return Step("failed", verdict.failed)
     return Step("done")

@@ -102,12 +102,12 @@ def image_cleanup(ctx: Context) -> Step:
             "Warning", c.REASON_IMAGE_CLEANUP_SKIPPED,
             "Image list not available in upgrade repository; skipping stale image cleanup",
             c.UPGRADE_NS))
-        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
+        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
         return Step("done", "image lists not in the ISO; cleanup skipped")
     in_use = images_in_use(ctx.kube, nodes)
     purge = [i for i in images_to_purge(old, new) if _norm_image(i) not in in_use]
     if not purge:
-        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
+        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
         return Step("done", "no stale images to remove")
     ctx.ensure(manifests.image_cleanup_plan(ctx.plan, purge))
     waited = suc_wait(ctx, c.COMPONENT_IMAGE_CLEANUP, ("ImageCleaning", "ImageCleaned",
@@ -115,6 +115,6 @@ def image_cleanup(ctx: Context) -> Step:
                       "image-cleanup plan job(s) failed", "cleaned")
     if waited.state == "failed":
         return waited
-    ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes})
+    ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
     return Step("done", f"{len(purge)} stale images removed from {len(nodes)} nodes",
                 {"images_removed": len(purge)})

@@ -17,6 +17,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.phase_common import (
     managed_nodes,
+    suc_awaits,
     suc_wait,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.pipeline import (
@@ -55,6 +56,15 @@ _SWITCH_ANNOTATIONS = {versions.DOWNGRADE: c.ANN_ALLOW_DOWNGRADE[0],
                        versions.OTHER: "spec.force / " + c.ANN_SKIP_VERSION_CHECK[0]}
 
 
+def entry(ctx: Context) -> str | None:
+    """What :func:`image_preload` waits for (pipeline.run_phase's ``entry``): nothing when
+    the plan skips the preload."""
+    conc = ((ctx.plan.get("spec") or {}).get("imagePreloadOption") or {}).get("concurrency")
+    if conc is not None and int(conc) < 0:
+        return None
+    return suc_awaits(ctx, c.COMPONENT_IMAGE_PRELOAD)
+
+
 def image_preload(ctx: Context) -> Step:
     err = eligibility_error(ctx)
     if err:
@@ -63,7 +73,7 @@ def image_preload(ctx: Context) -> Step:
     conc = (((ctx.plan.get("spec") or {}).get("imagePreloadOption") or {}).get("concurrency"))
     if conc is not None and int(conc) < 0:
         if not ctx.check_mode:
-            ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes})
+            ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes}, hold=True)
         return Step("done", "image preload skipped (concurrency < 0)")
     conc = len(nodes) if not conc else min(int(conc), len(nodes))
     deadline = int(ctx.params.get("job_deadline_seconds") or 0)
@@ -76,7 +86,7 @@ def image_preload(ctx: Context) -> Step:
                       "image-preload plan job(s) failed", "preloaded")
     if waited.state == "failed":
         return waited
-    ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes})
+    ctx.writer.set_node_states({n: "ImagePreloaded" for n in nodes}, hold=True)
     return Step("done", f"images preloaded on {len(nodes)} nodes")
 
 

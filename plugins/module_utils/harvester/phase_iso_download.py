@@ -62,8 +62,8 @@ def iso_download(ctx: Context) -> Step:
             return Step("failed", f"ISO image download refused: {unverified} (annotation "
                         f"{c.ANN_ALLOW_UNVERIFIED_ISO[0]}: \"true\" allows it)")
         ctx.ensure(manifests.iso_image(ctx.plan, snap["isoURL"], snap.get("isoChecksum", "")))
-    if ctx.status.get("isoImageID") != image_id:
-        ctx.writer.set_fields({"isoImageID": image_id})
+    if ctx.status.get("isoImageID") != image_id:   # entered without it (an older run)
+        ctx.writer.set_fields({"isoImageID": image_id}, hold=True)   # with the wait's message
     if ctx.check_mode:
         return Step("done", f"would wait for VirtualMachineImage {ns}/{name} to be Imported")
 
@@ -83,11 +83,25 @@ def iso_download(ctx: Context) -> Step:
         return Verdict(progress=f"ISO download {pct}%{got}")
 
     verdict = ctx.wait([Source.named(*c.VM_IMAGE, name, ns, key="image")], imported,
-                       f"VirtualMachineImage {ns}/{name} to be Imported")
+                       awaited(ctx))
     if verdict.failed:
         return Step("failed", verdict.failed)
     return Step("done", f"VirtualMachineImage {ns}/{name} imported",
                 {"iso_image_id": image_id})
+
+
+def entry(ctx: Context) -> str:
+    """ISODownload's entry (pipeline.run_phase's ``entry``): ``isoImageID`` written with it,
+    as the toolkit does; returns what :func:`iso_download` waits for."""
+    _ns, _name, image_id = iso_ref(ctx)
+    if ctx.status.get("isoImageID") != image_id:
+        ctx.writer.set_fields({"isoImageID": image_id}, hold=True)
+    return awaited(ctx)
+
+
+def awaited(ctx: Context) -> str:
+    ns, name, _image = iso_ref(ctx)
+    return f"VirtualMachineImage {ns}/{name} to be Imported"
 
 
 def verify_iso(ctx: Context) -> str:

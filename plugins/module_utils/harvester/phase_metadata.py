@@ -39,7 +39,7 @@ def metadata_populate(ctx: Context) -> Step:
     meta = {k: str(data[k]) for k in RELEASE_KEYS if data.get(k) not in (None, "")}
     if "harvester" not in meta:
         raise ApiError(0, "BadMetadata", f"{c.RELEASE_FILE} has no 'harvester' key")
-    ctx.writer.set_fields({"releaseMetadata": meta})
+    ctx.writer.set_fields({"releaseMetadata": meta}, hold=True)   # with the completion
     return Step("done", f"release {meta['harvester']} (kubernetes {meta.get('kubernetes')}, "
                 f"OS {meta.get('os')})", {"release_metadata": meta})
 

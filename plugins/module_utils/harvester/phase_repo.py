@@ -37,6 +37,11 @@ def _ensure_repo(ctx: Context) -> None:
     ctx.ensure(manifests.repo_service(ctx.plan))
 
 
+def entry(ctx: Context) -> str:
+    """What :func:`repo_create` waits for first (pipeline.run_phase's ``entry``)."""
+    return f"Deployment {c.UPGRADE_NS}/{ctx.name}-repo to be available"
+
+
 def repo_create(ctx: Context) -> Step:
     _ensure_repo(ctx)
     name = f"{ctx.name}-repo"
@@ -53,7 +58,7 @@ def repo_create(ctx: Context) -> Step:
 
     ctx.wait([Source.named(*c.DEPLOYMENT, name, c.UPGRADE_NS, key="deployment"),
               Source.named(*c.SERVICE, name, c.UPGRADE_NS, key="service")], ready,
-             f"Deployment {c.UPGRADE_NS}/{name} to be available")
+             entry(ctx))
     status, _body = fetch_repo_file(ctx, c.RELEASE_FILE, f"the upgrade repository {name} to answer")
     if status != 200:
         return Step("failed", f"upgrade repository answered HTTP {status} for "

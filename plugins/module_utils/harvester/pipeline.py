@@ -167,6 +167,10 @@ class Context:
 
 Act = Callable[[Context], Step]
 Verify = Callable[[Context], str]
+# a phase's entry (run_phase's ``entry``): it may hold status fields to be written with the
+# entry (PlanWriter.hold) and returns what the phase's first :meth:`Context.wait` awaits
+# (its ``what``), or None when the phase may not wait
+Entry = Callable[[Context], "str | None"]
 
 
 def _duration(seconds: float) -> str:
@@ -181,8 +185,16 @@ def phase_deadline(p: dict[str, Any], started: float) -> float:
 
 
 def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None = None,
-              kube: Kube | None = None) -> None:
-    """Entry point of a phase module (exits through ``exit_json``/``fail_json``)."""
+              kube: Kube | None = None, entry: Entry | None = None) -> None:
+    """Entry point of a phase module (exits through ``exit_json``/``fail_json``).
+
+    ``entry``: called as this call enters the phase, before the entry is written. What it
+    holds (status fields known before anything is created, e.g. ``isoImageID``, which the
+    toolkit also writes as it enters ISODownloading) and the Progressing message of the
+    wait that follows the phase's create (``waiting for <what it returns>``) are written
+    with the entry, so that the wait's own write of the same message is none: one status
+    write where there were two or three, the phase still entered before anything is
+    created."""
     p = module.params
     started = time.time()
     result: dict[str, Any] = {"changed": False, "phase": phase.name, "proceed": False,
@@ -231,8 +243,10 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
                 f"playbook without --tags to continue in order, or set force=true to run "
                 f"{phase.name} now."))
         if rel in ("next", "not_reached"):
+            first = entry(ctx) if entry is not None and not module.check_mode else None
+            said = f"waiting for {first}" if first else ""
             writer.update(lambda s: plan_status.start_phase(s, phase, writer.now(),
-                                                            writer.generation))
+                                                            writer.generation, said))
             ctx.did(f"enter phase {phase.active}")
             ctx.entered = True
         try:
@@ -243,6 +257,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             raise PhaseFailed(step.message)
         result.update(step.facts)
         if step.state == "pending":
+            writer.flush()   # what the phase recorded so far (PlanWriter.hold)
             result.update(status="pending", progress=step.message, msg=step.message)
         else:
             writer.update(lambda s: plan_status.complete_phase(s, phase, writer.now(),

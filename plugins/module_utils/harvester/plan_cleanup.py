@@ -16,6 +16,7 @@ does the cleanup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -52,7 +53,8 @@ def being_deleted(plan: dict[str, Any]) -> bool:
 
 
 def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
-                     check_mode: bool) -> bool:
+                     check_mode: bool,
+                     written: Callable[[dict[str, Any]], None] | None = None) -> bool:
     """Add or drop our finalizer with a conditional write (the plan's resourceVersion); on a
     409 Conflict re-read the plan and decide again, as the status writes do. Returns whether
     the plan needed the change (in check mode: would need it; nothing is written)."""
@@ -75,9 +77,11 @@ def _edit_finalizers(kube: Kube, plan: dict[str, Any] | None, add: bool,
         if check_mode:
             return True
         wanted = [*have, FINALIZER] if add else [f for f in have if f != FINALIZER]
-        kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
-                   {"metadata": {"finalizers": wanted,
-                                 "resourceVersion": meta.get("resourceVersion")}})
+        answer = kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, meta["name"],
+                            {"metadata": {"finalizers": wanted,
+                                          "resourceVersion": meta.get("resourceVersion")}})
+        if written is not None and answer:
+            written(answer)
         return True
 
     return retry_on_conflict(attempt, CONFLICT_RETRIES, "UpgradePlan finalizers",
@@ -93,6 +97,15 @@ def remove_finalizer(kube: Kube, name: str, check_mode: bool = False) -> bool:
     """Drop the finalizer (the cleanup ran); a plan being deleted then goes away."""
     return _edit_finalizers(kube, kube.get(c.PLAN_API_VERSION, c.PLAN_KIND, name), add=False,
                             check_mode=check_mode)
+
+
+def drop_finalizer(kube: Kube, writer: Any, check_mode: bool = False) -> bool:
+    """:func:`remove_finalizer` for a module that holds the plan (a ``PlanWriter`` whose
+    plan is its latest write's answer): decided on that plan instead of a read (the write
+    is conditional on its resourceVersion, a conflict re-reads it), and the writer takes
+    the write's answer, so the status write that follows needs no read either."""
+    return _edit_finalizers(kube, writer.plan, add=False, check_mode=check_mode,
+                            written=writer.adopt)
 
 
 def rancher_mid_node(kube: Kube) -> list[str]:

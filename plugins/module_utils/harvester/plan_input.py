@@ -155,8 +155,10 @@ def plan_annotations(kube: Kube, params: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
-    """Raise :class:`InputError` listing every problem of a request for a new plan."""
+def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> list[str]:
+    """Raise :class:`InputError` listing every problem of a request for a new plan; else the
+    names of the Versions it read (for the caller's choice of the newest one; empty when a
+    plan from an uploaded image needs none)."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
         phase_common,
     )
@@ -182,6 +184,7 @@ def new_plan_request(kube: Kube, params: dict[str, Any], current: str) -> None:
         errors += pause_node_errors(pause, nodes)
     if errors:
         raise InputError("; ".join(errors) + "; nothing was changed")
+    return available
 
 
 def foreign_plan_errors(kube: Kube, name: str | None) -> None:

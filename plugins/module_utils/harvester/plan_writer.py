@@ -4,10 +4,12 @@
 loop alike. :meth:`PlanWriter.update` applies a mutation (a function over a deep copy of
 ``status`` returning the Events to emit, usually a :mod:`plan_status` transition) and PUTs
 the status subresource; on 409 Conflict it re-reads the plan and applies the mutation again
-(bounded). Events are recorded only after the write succeeded. In check mode nothing is
-written and the Events are only listed. The node loop's per-node states
-(:meth:`PlanWriter.set_node_state`, forward-only by :mod:`node_states`) are conditional merge
-patches of ``status.nodeUpgradeStatuses`` on the plan as it is now.
+(bounded). Events are recorded only after the write succeeded. A change that no cluster
+action follows before the writer's next status write is held (:meth:`PlanWriter.hold`) and
+goes with that write. In check mode nothing is written and the Events are only listed. The
+node loop's per-node states (:meth:`PlanWriter.set_node_state`, forward-only by
+:mod:`node_states`) are conditional merge patches of ``status.nodeUpgradeStatuses`` on the
+plan as it is now.
 
 The active plan (docs/protocol.md "The active plan"): the one with ``Progressing=True``, the
 newest if several. upgrade-toolkit sets ``Progressing=True`` on the first reconcile of a plan
@@ -167,6 +169,7 @@ class PlanWriter:
         self.component = component
         self.changed = False
         self.events: list[dict[str, str]] = []
+        self._held: list[Mutation] = []   # written with the next status write (hold())
 
     @property
     def name(self) -> str:
@@ -203,13 +206,18 @@ class PlanWriter:
         def attempt() -> bool:
             before = copy.deepcopy(self.plan.get("status") or {})
             after = copy.deepcopy(before)
-            events = mutate(after) or []
+            events: list[plan_status.EventSpec] = []
+            for held in self._held:   # applied again on the plan as it is after a conflict
+                events += held(after) or []
+            events += mutate(after) or []
             if after == before:
+                self._held = []
                 for ev in events:
                     self.recorder.emit(ev, self.check_mode)
                 return False
             if self.check_mode:
                 self.plan["status"] = after
+                self._held = []
                 for ev in events:
                     self.recorder.emit(ev, True)
                 self.changed = True
@@ -217,6 +225,7 @@ class PlanWriter:
             body = copy.deepcopy(self.plan)
             body["status"] = after
             self.plan = self.kube.replace_status(body)
+            self._held = []
             self.recorder.plan = self.plan
             self.changed = True
             for ev in events:
@@ -230,18 +239,44 @@ class PlanWriter:
         except ConflictsExhausted as exc:
             raise PlanError(f"UpgradePlan {self.name}: status update kept conflicting") from exc
 
+    def hold(self, mutate: Mutation) -> None:
+        """Apply ``mutate`` with this writer's next status write (:meth:`update` and what
+        builds on it) instead of in a request of its own, and emit its Events after that
+        write. Only for a change that no cluster action follows before that write (a
+        phase's result recorded just before the phase completes, or before the progress
+        message of the wait that follows): a run killed in between has written neither,
+        and the re-run, which resumes the phase, finds the result again. Until then
+        :attr:`status` does not show it; :meth:`flush` writes it on its own. In check mode
+        it is applied at once (nothing is written anyway)."""
+        if self.check_mode:
+            self.update(mutate)
+            return
+        self._held.append(mutate)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def flush(self) -> bool:
+        """Write what :meth:`hold` holds, if anything; returns whether the status changed."""
+        return self.update(lambda s: None) if self._held else False
+
     # -- common transitions -------------------------------------------------------------------
     def now(self) -> str:
         return plan_status.now_iso()
 
-    def set_fields(self, fields: dict[str, Any]) -> bool:
-        """Set top-level status fields (``None`` removes one)."""
+    def set_fields(self, fields: dict[str, Any], *, hold: bool = False) -> bool:
+        """Set top-level status fields (``None`` removes one); with ``hold``, in the next
+        status write (:meth:`hold`: returns False)."""
         def mutate(status: dict[str, Any]) -> None:
             for key, value in fields.items():
                 if value is None:
                     status.pop(key, None)
                 else:
                     status[key] = value
+        if hold:
+            self.hold(mutate)
+            return False
         return self.update(mutate)
 
     def fail(self, message: str) -> bool:
@@ -251,11 +286,23 @@ class PlanWriter:
         return self.update(lambda s: plan_status.degrade(s, error, self.now(),
                                                          self.generation))
 
-    def set_node_states(self, states: dict[str, Any]) -> bool:
-        return self.update(lambda s: (plan_status.set_node_states(s, states), [])[1])
+    def set_node_states(self, states: dict[str, Any], *, hold: bool = False) -> bool:
+        """Cluster-phase node states (forward-only); ``hold`` as for :meth:`set_fields`."""
+        def mutate(status: dict[str, Any]) -> list[plan_status.EventSpec]:
+            plan_status.set_node_states(status, states)
+            return []
+        if hold:
+            self.hold(mutate)
+            return False
+        return self.update(mutate)
 
     def owner_reference(self) -> dict[str, Any]:
         return owner_reference(self.plan)
+
+    def adopt(self, plan: dict[str, Any]) -> None:
+        """The plan as a write of its metadata elsewhere answered (it is newer than ours)."""
+        self.plan = plan
+        self.recorder.plan = plan
 
     def labels(self, component: str = c.COMPONENT_NODE_UPGRADE) -> dict[str, str]:
         return labels(self.plan, component)
@@ -264,6 +311,7 @@ class PlanWriter:
         """Merge-patch metadata annotations (``None`` removes one)."""
         if self.check_mode:
             return
+        self.flush()   # a held status change is not left behind a later write
         self.plan = self.kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, self.name,
                                     {"metadata": {"annotations": annotations}})
         self.changed = True
@@ -278,6 +326,8 @@ class PlanWriter:
         """Record ``node``'s state on the plan as it is now, unless that moves it backwards
         (:func:`node_states.set_state`); returns True when the status changed. Conflict-safe;
         an Event per change unless ``event`` is false."""
+        self.flush()   # a held status change is not left behind a later write
+
         def attempt() -> bool:
             plan = self.refresh()
             statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
@@ -301,6 +351,8 @@ class PlanWriter:
     def set_progress_message(self, message: str) -> None:
         """Progressing condition message while NodeUpgrading (e.g. paused nodes); given up
         quietly when every write conflicts (the next state change sets it again)."""
+        self.flush()   # a held status change is not left behind a later write
+
         def attempt() -> None:
             plan = self.refresh()
             conds = list((plan.get("status") or {}).get("conditions") or [])
@@ -357,16 +409,19 @@ class PlanWriter:
                 "until its upgrade finishes; fix the cause and run the same command again to "
                 "continue (docs/recovery.md)]")
 
-    def update_status(self, mutate: Mutation) -> bool:
-        """:meth:`update` on the plan as it is now (re-read first), as the node loop's
-        writes are; its Events are listed in :attr:`events` too."""
+    def update_status(self, mutate: Mutation, *, reread: bool = True) -> bool:
+        """:meth:`update` on the plan as it is now (re-read first, unless ``reread`` is
+        false: the caller holds the plan as read moments ago, and a conflict re-reads it
+        anyway), as the node loop's writes are; its Events are listed in :attr:`events`
+        too."""
         specs: list[Any] = []
 
         def recorded(status: dict[str, Any]) -> Any:
             specs[:] = mutate(status) or []
             return specs
 
-        self.refresh()
+        if reread:
+            self.refresh()
         changed = self.update(recorded)
         if changed:   # listed in the module result, as the node-state Events are
             self.events += [{"reason": e.reason, "message": e.message} for e in specs]
