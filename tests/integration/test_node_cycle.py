@@ -127,6 +127,11 @@ def _no_repeated_events_or_reads(sim: Any, plan: dict[str, Any], order: list[str
     assert not [m for r, m in said if r == "DrainHookAnswered" and "pre-drain" in m], said
     assert not [m for r, m in said if r == "NodeJobCreated" and "post-drain" in m], said
     assert all(re.search(r"attempt [2-9]", m) for r, m in said if r == "VMMigrationStarted")
+    # ... and the evacuation's decisions, once per node: each VM's target and why
+    for node in order:
+        plans = [m for r, m in said if r == "VMEvacuationStarted"
+                 and m.startswith(f"Evacuating node {node}: ")]
+        assert len(plans) == 1 and re.search(r" to \S+ \(", plans[0]), said
     by = sim.stats()["by_verb_resource"]
     assert by.get("list versions", 0) == 1, by
     if mode == "node":

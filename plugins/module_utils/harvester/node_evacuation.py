@@ -118,6 +118,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
+    if p.migrate or p.shutdown:
+        plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""))
     if start_only:
         return _start_evacuation(kube, writer, node, p, nodes, result,
                                  shutdown_timeout=shutdown_timeout, mechanism=mechanism,
@@ -162,6 +164,22 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
     return result
+
+
+def plan_event(writer: PlanWriter, node: str, p: ev.EvacuationPlan, mechanism: str) -> None:
+    """One ``VMEvacuationStarted`` Event per evacuation: where each VM goes and why, which
+    are shut down and why (the migrations themselves are the VMIM objects, labelled with the
+    plan and the node; a retry gets its own ``VMMigrationStarted``)."""
+    moves = [f"{m.vm.key} to {m.target or 'a node the scheduler chooses'} ({m.why})"
+             for m in p.migrate]
+    stops = [f"{s.vm.key} ({s.reason})" for s in p.shutdown]
+    msg = (f"Evacuating node {node}: {len(moves)} VM(s) to migrate"
+           + (f" through {mechanism}" if mechanism and moves else "")
+           + (f": {'; '.join(moves)}" if moves else "")
+           + (f"; {len(stops)} to shut down: {'; '.join(stops)}" if stops else ""))
+    if len(msg) > 1000:   # client-go's recorder truncates at 1024
+        msg = msg[:990].rsplit(";", 1)[0] + "; ..."
+    writer.event("VMEvacuationStarted", msg)
 
 
 def _plan_for(node: str, vms: list[ev.VmView], nodes: list[ev.NodeView], *, single: bool,
