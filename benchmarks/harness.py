@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import scenario_overrides  # noqa: E402
-from upgrade_on_simulator import wait_vms_running  # noqa: E402
+from upgrade_on_simulator import BENCH_AGENT, wait_vms_running  # noqa: E402
 
 BIN = ROOT / ".venv" / "bin"
 SAMPLE_S = 0.2
@@ -115,6 +115,7 @@ def _migratable(kubeconfig: Path) -> dict[str, list[str]]:
     from kubernetes import client, config
 
     api = config.new_client_from_config(str(kubeconfig))
+    api.user_agent = BENCH_AGENT
     co = client.CustomObjectsApi(api)
     out: dict[str, list[str]] = {}
     for vmi in co.list_cluster_custom_object("kubevirt.io", "v1",
@@ -148,6 +149,7 @@ def _plan(kubeconfig: Path) -> dict[str, Any] | None:
     from kubernetes import client, config
 
     api = config.new_client_from_config(str(kubeconfig))
+    api.user_agent = BENCH_AGENT
     try:
         items = client.CustomObjectsApi(api).list_cluster_custom_object(*PLAN_API).get(
             "items", [])

@@ -53,6 +53,8 @@ from harness import ROOT, Run, run_upgrade  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 SIM_AGENTS = ("harvester-sim", "harvester_sim")
+# the harness's readiness probe (urllib) and its own reads of the cluster (harness.BENCH_AGENT)
+HARNESS_AGENTS = ("Python-urllib", "harvester-bench")
 # issue 25's acceptance (overheads against the corrected limit); two-hundred-node: 15 min wall,
 # 1.15 overhead, simulator peak RSS 2.5 GB
 TARGETS = {"overhead": 1.10, "hook_p95_s": 0.5, "migrations": 1.00, "api_per_node": 150,
@@ -165,14 +167,14 @@ def collection_requests(run: Run) -> dict[str, int]:
     by_req = api.get("by_user_agent_request") or {}  # {agent: {"verb resource": n}}
     if by_req:
         for ua, reqs in by_req.items():
-            if str(ua).startswith(SIM_AGENTS) or ua == "Python-urllib":
-                continue  # the simulator's own / the harness's readiness probe
+            if str(ua).startswith(SIM_AGENTS) or ua in HARNESS_AGENTS:
+                continue  # the simulator's own / the harness's readiness probe and reads
             for vr, n in reqs.items():
                 verb = str(vr).split(" ", 1)[0]
                 out[verb] = out.get(verb, 0) + int(n)
     else:
         for ua, verbs in (api.get("by_user_agent_verb") or {}).items():
-            if str(ua).startswith(SIM_AGENTS):
+            if str(ua).startswith(SIM_AGENTS) or ua in HARNESS_AGENTS:
                 continue
             for verb, n in verbs.items():
                 out[verb] = out.get(verb, 0) + int(n)
@@ -184,7 +186,7 @@ def collection_requests_by_resource(run: Run) -> dict[str, int]:
     api = run.report.get("api_requests") or {}
     out: dict[str, int] = {}
     for ua, reqs in (api.get("by_user_agent_request") or {}).items():
-        if str(ua).startswith(SIM_AGENTS) or ua == "Python-urllib":
+        if str(ua).startswith(SIM_AGENTS) or ua in HARNESS_AGENTS:
             continue
         for vr, n in reqs.items():
             out[vr] = out.get(vr, 0) + int(n)

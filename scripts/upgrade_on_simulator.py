@@ -136,6 +136,10 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
             proc.wait()
 
 
+# the user agent of this script's and the benchmarks' own reads of the simulated cluster
+BENCH_AGENT = "harvester-bench"
+
+
 def wait_vms_running(kubeconfig: Path, timeout: float) -> None:
     """The scenario's VMs start right after the simulator boots: wait until as many VMIs run
     as VMs should run, so the upgrade starts from a settled cluster (returns at the timeout
@@ -143,6 +147,7 @@ def wait_vms_running(kubeconfig: Path, timeout: float) -> None:
     from kubernetes import client, config
 
     api = config.new_client_from_config(str(kubeconfig))
+    api.user_agent = BENCH_AGENT   # not the collection's requests (benchmarks count those)
     co = client.CustomObjectsApi(api)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
