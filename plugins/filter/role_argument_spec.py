@@ -56,13 +56,13 @@ _value:
 """
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-_SPECS: dict[str, Any] = {}   # role -> its parsed argument_specs.yml (read once per process)
+_SPECS: dict[str, dict[str, Any]] = {}   # role -> its argument_specs (read once per process)
 
 
-def _role_specs(role: str) -> dict[str, Any]:
+def _role_specs(role: Any) -> dict[str, Any]:
+    if not isinstance(role, str) or not role or "/" in role or role.startswith("."):
+        raise AnsibleFilterError(f"role_argument_spec: not a role name: {role!r}")
     if role not in _SPECS:
-        if not isinstance(role, str) or not role or "/" in role or role.startswith("."):
-            raise AnsibleFilterError(f"role_argument_spec: not a role name: {role!r}")
         path = ROLES / role / "meta" / "argument_specs.yml"
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -70,6 +70,8 @@ def _role_specs(role: str) -> dict[str, Any]:
             raise AnsibleFilterError(
                 f"role_argument_spec: harvester.upgrade.{role} has no argument spec "
                 f"({path}: {exc.strerror})") from exc
+        except yaml.YAMLError as exc:
+            raise AnsibleFilterError(f"role_argument_spec: {path}: {exc}") from exc
         specs = data.get("argument_specs") if isinstance(data, dict) else None
         if not isinstance(specs, dict):
             raise AnsibleFilterError(f"role_argument_spec: {path} has no argument_specs mapping")

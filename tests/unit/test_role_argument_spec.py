@@ -45,6 +45,7 @@ def test_roles_are_merged() -> None:
     (["finalize", "finalize"], "declared by both"),
     ("no_such_role", "has no argument spec"),
     ("../roles/common", "not a role name"),
+    ([["preflight"]], "not a role name"),
     ([], "no role given"),
 ])
 def test_bad_input_is_refused(roles: Any, message: str) -> None:
