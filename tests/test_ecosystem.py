@@ -144,6 +144,7 @@ def test_ansible_doc_every_module(module_docs: dict[str, Any]) -> None:
 @pytest.mark.parametrize("plugin_type,name", [
     ("inventory", "harvester.upgrade.nodes"),
     ("callback", "harvester.upgrade.harvester_progress"),
+    ("filter", "harvester.upgrade.role_argument_spec"),
 ])
 def test_ansible_doc_plugins(plugin_type: str, name: str) -> None:
     res = run([tool("ansible-doc"), "-t", plugin_type, "--json", name])
