@@ -207,8 +207,9 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         msg = f"{result['job']} failed: {outcome[1]}: {outcome[2]}".rstrip(": ")
         writer.fail_node(node, fail_state, outcome[1], msg)
         raise NodeLoopError(msg)
-    # the single-node script's VM detector rewrites the node's key of <plan>-restore-vm
-    recorded = restore_entries(kube, writer, node)
+    # the single-node script's VM detector rewrites the node's key of <plan>-restore-vm;
+    # post-drain runs no detector (upgrade_node.sh command_post_drain, v1.6.0 and 5ac1bbe)
+    recorded = restore_entries(kube, writer, node) if single else []
     if outcome[0] == "absent" and state != "WaitingReboot":
         writer.set_node_state(node, running_state)
         kube.seed(kube.create_in("batch/v1", "Job", job_body(writer, job_type, node),
