@@ -245,44 +245,39 @@ def test_unmodelled_serving_container_runs_and_is_killed_after_grace(world: Worl
     c.delete("v1", "Pod", "svc", "default")
     wait_for(lambda: c.try_get("v1", "Pod", "svc", "default") is None, what="pod gone")
     assert world.clock.now() - t0 >= 40   # killed when the grace period ended
-    # a long grace period, and the removal timed when it is committed (not when this thread
-    # gets to see it): a loaded machine cannot make a prompt exit look like the grace's end
-    c.create({"apiVersion": "v1", "kind": "Pod",
-              "metadata": {"name": "paused", "namespace": "default"},
-              "spec": {"terminationGracePeriodSeconds": 3600,
-                       "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}})
-    wait_for(lambda: (c.get("v1", "Pod", "paused", "default").get("status") or {})
-             .get("phase") == "Running", what="running")
-    gone: list[float] = []
-    world.store.subscribe(lambda ev: gone.append(world.clock.now()) if ev.type == "DELETED"
-                          and ev.obj["metadata"]["name"] == "paused" else None)
-    t0 = world.clock.now()
-    c.delete("v1", "Pod", "paused", "default")
-    wait_for(lambda: c.try_get("v1", "Pod", "paused", "default") is None, what="pod gone")
-    assert gone and gone[0] - t0 < 3600   # pause exits on SIGTERM
+    # pause exits on SIGTERM, long before its grace period ends
+    assert _stop_time(world, "paused", "main", "registry.k8s.io/pause:3.9") < 3600
 
 
 def test_virt_operator_exits_on_sigterm_like_a_go_binary_without_a_handler(
         world: World) -> None:
     """virt-operator installs no signal handler (kubevirt ``pkg/virt-operator``): a drain
     evicting it does not wait for its grace period, and it is not an unmodelled program."""
-    c = world.client
     image = "registry.suse.com/suse/sles/15.7/virt-operator:1.5.2-150700.3.5.2"
-    c.create({"apiVersion": "v1", "kind": "Pod",
-              "metadata": {"name": "vo", "namespace": "default"},
-              "spec": {"terminationGracePeriodSeconds": 3600,
-                       "containers": [{"name": "virt-operator", "image": image}]}})
-    wait_for(lambda: (c.get("v1", "Pod", "vo", "default").get("status") or {})
-             .get("phase") == "Running", what="running")
+    assert _stop_time(world, "vo", "virt-operator", image) < 3600
     assert not [u for u in world.controllers["kubelet"].unmodelled_programs()
                 if u["image"] == image]
+
+
+def _stop_time(world: World, name: str, container: str, image: str) -> float:
+    """Simulated seconds from deleting a running pod of ``image`` (grace period 3600 s) to
+    its removal, timed when the removal is committed (not when this thread sees it): a
+    loaded machine cannot make a prompt exit look like the grace period's end."""
+    c = world.client
+    c.create({"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": name, "namespace": "default"},
+              "spec": {"terminationGracePeriodSeconds": 3600,
+                       "containers": [{"name": container, "image": image}]}})
+    wait_for(lambda: (c.get("v1", "Pod", name, "default").get("status") or {})
+             .get("phase") == "Running", what="running")
     gone: list[float] = []
     world.store.subscribe(lambda ev: gone.append(world.clock.now()) if ev.type == "DELETED"
-                          and ev.obj["metadata"]["name"] == "vo" else None)
+                          and ev.obj["metadata"]["name"] == name else None)
     t0 = world.clock.now()
-    c.delete("v1", "Pod", "vo", "default")
-    wait_for(lambda: c.try_get("v1", "Pod", "vo", "default") is None, what="pod gone")
-    assert gone and gone[0] - t0 < 3600
+    c.delete("v1", "Pod", name, "default")
+    wait_for(lambda: c.try_get("v1", "Pod", name, "default") is None, what="pod gone")
+    assert gone
+    return gone[0] - t0
 
 
 def _flip_server(ctx: ProgramContext) -> Any:
