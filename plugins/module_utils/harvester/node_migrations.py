@@ -327,7 +327,8 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     # ones pile up cluster-wide: 3,000 by the last node of a 100-node cluster)
     vmims = Source(VMI_API, VMIM_KIND, label_selector=_vmim_selector(p.migrate))
     if start_only:   # one decision on the current view: start what may start, leave
-        on_change({"VirtualMachineInstance": {obj_key(o): o for o in node_vmis(kube, node)},
+        on_change({
+            "VirtualMachineInstance": {obj_key(o): o for o in node_vmis(kube, node)},
             VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
                 VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
         asked = [key for key, info in active.items() if not info["name"]]
