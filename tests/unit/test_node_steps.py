@@ -400,6 +400,7 @@ class _LanesKube:
         self.posts: list[str] = []
         self.deleted: list[str] = []
         self.steps = 0
+        self.vmi_selectors: list[str | None] = []
 
     def raw_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         vm = path.split("/")[-1].split("?")[0]
@@ -428,6 +429,8 @@ class _LanesKube:
 
     def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
              describe: Any = None) -> Any:
+        self.vmi_selectors += [src.label_selector for src in sources
+                               if src.kind == "VirtualMachineInstance"]
         for _ in range(50):
             self.steps += 1
             running = [m for m in self.migs.values() if m["status"]["phase"] == "Running"]
@@ -473,6 +476,7 @@ def test_head_start_feeds_harvesters_action_one_lane_at_a_time() -> None:
     assert "partial" not in result
     assert kube.node["vm-c"] == "node-1"     # started, not awaited
     assert kube.deleted == []
+    assert kube.vmi_selectors == ["kubevirt.io/nodeName=node-1"]   # the node's VMIs only
 
 
 def test_head_start_feed_leaves_a_failed_migration_to_the_nodes_cycle() -> None:

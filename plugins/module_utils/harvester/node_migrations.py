@@ -340,10 +340,11 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                     active.pop(key)   # not created after all: the node's own cycle moves it
         result["started"] = sorted(active)
         return
+    # the VMIs labelled as on the node: one that leaves the set has moved (on_change)
+    sources = [Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)), vmims]
     if feed:
         try:
-            kube.wait([Source(VMI_API, "VirtualMachineInstance"), vmims],
-                      pred, on_change=on_change, timeout=timeout, describe=describe,
+            kube.wait(sources, pred, on_change=on_change, timeout=timeout, describe=describe,
                       what=f"live migrations started off node {node}")
         except _MigrationFailed as exc:
             result["partial"] = (f"migration of {', '.join(sorted(exc.failed))} failed; "
@@ -354,9 +355,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         result["started"] = sorted(attempts)
         return
     try:
-        kube.wait([Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)),
-                   vmims],
-                  pred, on_change=on_change, timeout=timeout, describe=describe,
+        kube.wait(sources, pred, on_change=on_change, timeout=timeout, describe=describe,
                   what=f"live migrations off node {node}")
     except _MigrationFailed as exc:
         names = ", ".join(sorted(exc.failed))
