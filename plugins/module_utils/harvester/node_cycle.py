@@ -142,8 +142,9 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
                               "migrated": [], "shutdown": [], "restored": [], "failed": []}
     if writer.node_state(node) != "PostDrained" and \
             node not in node_gate.paused_nodes(writer.plan):
-        # most likely worked on: the gate's own reads (all VMIs for the facts) and the other
-        # sets are listed side by side from now on (not for a node the plan says is done)
+        # most likely worked on: the gate's own reads (the nodes and their machine-plan
+        # Secrets for the facts) and the other sets are listed side by side from now on (not
+        # for a node the plan says is done)
         kube.prefetch(wait=False, scoped=_scoped(node))
     for step in order.GATE:
         if RUNNERS[step.name](kube, writer, p, cycle, result, step):
@@ -312,7 +313,7 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     Succeeded."""
     node = p.node
     last = not p.restore_fail_on_error and not node_facts.others_left(
-        node_facts.cluster_facts(kube, writer.plan, vm_count=False), node, p.play)
+        node_facts.cluster_facts(kube, writer.plan, light=True), node, p.play)
     started = cycle.run("restore start", kube, lambda: node_restore.start_restores(
         kube, writer, node, force=p.restore, scheduled_timeout=p.head_start_wait, mark=last),
         lambda r: (f"{len(r['starting'])} VM(s) asked to start"

@@ -76,7 +76,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     > 0 then keeps starting the rest as lanes free, for up to that many seconds
     (:func:`migrate_all` ``feed``)."""
     plan = writer.refresh()
-    facts = cluster_facts(kube, plan, vm_count=False)
+    facts = cluster_facts(kube, plan, light=True)
     fact = fact_for(facts, node)
     state = writer.node_state(node)
     # resume: never evacuate again a node that is past this step (its VMs may be restored)

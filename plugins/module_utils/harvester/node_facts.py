@@ -67,14 +67,12 @@ def run_id() -> str:
     return f"{lock_run.identity()}#{lock_run.playbook_pid()}"
 
 
-def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, vm_count: bool = True,
-                  light: bool = False, seen: dict[str, Any] | None = None
-                  ) -> list[dict[str, Any]]:
-    """Every managed node's facts (:func:`node_order.node_facts`). ``vm_count=False``:
-    without reading the VMIs (every one in the cluster) for the facts' ``vm_count`` (0),
-    which only the inventory shows; the node steps decide on the VMIs of one node, read by
-    its label. ``light``: without the VMIs and the ``server-version`` Setting
-    (``harvester_version`` from the plan), for a caller that reads neither. ``seen``
+def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, light: bool = False,
+                  seen: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every managed node's facts (:func:`node_order.node_facts`). ``light``: without the
+    VMIs (every one in the cluster) and the ``server-version`` Setting, i.e. ``vm_count`` 0
+    and ``harvester_version`` from the plan, which only the inventory and ``node_info`` show;
+    the node steps decide on neither (on the VMIs of one node, read by its label). ``seen``
     receives the machine-plan Secrets read (``secrets``)."""
     nodes = kube.list("v1", "Node")
     machines = try_items(kube, CAPI_API, "Machine", c.FLEET_NS)
@@ -85,7 +83,7 @@ def cluster_facts(kube: Kube, plan: dict[str, Any] | None, *, vm_count: bool = T
         seen["secrets"] = secrets
     if light:
         return no.node_facts(nodes, machines, secrets, plan=plan)
-    vmis = try_items(kube, VMI_API, "VirtualMachineInstance") if vm_count else []
+    vmis = try_items(kube, VMI_API, "VirtualMachineInstance")
     setting = _try_get(kube, "harvesterhci.io/v1beta1", "Setting", "server-version")
     version = (setting or {}).get("value") if setting else None
     return no.node_facts(nodes, machines, secrets, plan=plan, vmis=vmis, server_version=version)

@@ -45,7 +45,7 @@ def gate(kube: Kube, writer: PlanWriter, batch: list[str], node: str | None = No
     """
     plan = writer.refresh()
     check_phase(plan)
-    facts = cluster_facts(kube, plan, vm_count=False)
+    facts = cluster_facts(kube, plan, light=True)
     pre_hook, _post_hook = hook_names(kube)
     answered = _answered(kube, facts, pre_hook)
     pending = {n for n in batch

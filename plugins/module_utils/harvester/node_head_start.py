@@ -89,7 +89,7 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
                            "stopping": [], "answered": False, "migrated": [], "job": ""}
     plan = writer.refresh()
     check_phase(plan)
-    facts = cluster_facts(kube, plan, vm_count=False)
+    facts = cluster_facts(kube, plan, light=True)
     pre_hook, _post_hook = hook_names(kube)
     if not others_left(facts, node, play):
         return {**out, "why": "no other node of the play is left to upgrade"}

@@ -50,7 +50,7 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
     this hook (resume). While waiting for ``pre-drain``, another node getting an unanswered
     pre-drain fails the step naming both nodes."""
     plan = writer.refresh()
-    facts = cluster_facts(kube, plan, vm_count=False)
+    facts = cluster_facts(kube, plan, light=True)
     fact = fact_for(facts, node)
     state = writer.node_state(node)
     rancher_ann = no.PRE_DRAIN if hook == "pre-drain" else no.POST_DRAIN
@@ -117,7 +117,7 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
     with ``safety_timeout``, once it is still safe to take the node down
     (:func:`wait_safe_to_go_down`: what changed since the evacuation's checks)."""
     plan = writer.refresh()
-    fact = fact_for(cluster_facts(kube, plan, vm_count=False), node)
+    fact = fact_for(cluster_facts(kube, plan, light=True), node)
     pre_hook, post_hook = hook_names(kube)
     ours = pre_hook if hook == "pre-drain" else post_hook
     rancher_ann = no.PRE_DRAIN if hook == "pre-drain" else no.POST_DRAIN
@@ -164,7 +164,7 @@ def await_release(kube: Kube, writer: PlanWriter, node: str, timeout: float) -> 
     node uncordoned, kubelet at the release's kubernetes version."""
     plan = writer.refresh()
     rel = release(plan)
-    fact = fact_for(cluster_facts(kube, plan, vm_count=False), node)
+    fact = fact_for(cluster_facts(kube, plan, light=True), node)
     sec_key = f"{c.FLEET_NS}/{fact['machine_plan_secret']}"
 
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
