@@ -176,10 +176,10 @@ def _with_latest_tag(image: str, version: str) -> str:
     return f"{image}:{version}"
 
 
-
 def plan_concurrency(plan: dict[str, Any]) -> int:
     """How many of the Plan's nodes are applied at once (``spec.concurrency``, 0 or unset: 1)."""
     return int((plan.get("spec") or {}).get("concurrency") or 1)
+
 
 class SystemUpgradeController:
     def __init__(self, world: Any) -> None:
