@@ -535,6 +535,31 @@ def test_vmi_node_label_and_status_change_in_one_write(
     assert len({node for _, node in both}) == 2
 
 
+@pytest.mark.parametrize("tag,kept", [("1.5.2-150700.3.5.2", True),
+                                      ("1.6.3-150700.3.13.1", False)])
+def test_migration_target_label_after_the_migration(
+        world_factory: Callable[..., World], tag: str, kept: bool) -> None:
+    """virt-controller labels the VMI ``kubevirt.io/migrationTargetNodeName`` for the
+    migration; only from v1.6.0 does the target's virt-handler drop it once the migration is
+    finalized (pkg/virt-handler/migration-target.go): before, it stays on the VMI."""
+    w = world_factory(release="v1.7.0")
+    run_kubevirt(w, tag)
+    wait_for(lambda: observed(w) == tag, what="KubeVirt CR observed version")
+    c = w.client
+    c.create(vm_body("vm1"))
+    src = wait_running(w, "vm1")["status"]["nodeName"]
+    c.create({"apiVersion": API, "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": "m1", "namespace": "default"}, "spec": {"vmiName": "vm1"}})
+    v = wait_for(lambda: (lambda o: o if o and o["status"]["nodeName"] != src else None)(
+        running(w, "vm1")), what="migration")
+    labels = v["metadata"].get("labels") or {}
+    assert labels.get("kubevirt.io/nodeName") == v["status"]["nodeName"]
+    if kept:
+        assert labels.get("kubevirt.io/migrationTargetNodeName") == v["status"]["nodeName"]
+    else:
+        assert "kubevirt.io/migrationTargetNodeName" not in labels
+
+
 def test_migration_hang_fault(world_factory: Callable[..., World]) -> None:
     w = world_factory(faults=[{"kind": "migration_hang", "target": {"vm": "default/vm1"}}])
     c = w.client

@@ -75,6 +75,10 @@ KUBEVIRT_NS = "harvester-system"
 KUBEVIRT_NAME = "kubevirt"
 VIRT_OPERATOR = "virt-operator"
 ADDED_NODE_SELECTOR_SINCE = (1, 6, 0)   # kubevirt/kubevirt 6aee7891e7, first in v1.6.0
+# the migration target's virt-handler drops kubevirt.io/migrationTargetNodeName once it has
+# finalized the migration (pkg/virt-handler/migration-target.go, first in v1.6.0); before
+# that nothing removes it: the label stays on the VMI until the next migration rewrites it
+TARGET_LABEL_DROPPED_SINCE = (1, 6, 0)
 FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 DRAIN_TAINT = "kubevirt.io/drain"
 NODE_LABEL = "kubevirt.io/nodeName"
@@ -1644,12 +1648,15 @@ class KubeVirt:
             old_main.role = "retired"
         ifaces_ip = tpod.ip
 
+        drop_target_label = self.kubevirt_version() >= TARGET_LABEL_DROPPED_SINCE
+
         # the migration's acknowledgement: label and status in one update (virt-handler
         # v1.5.2 pkg/virt-handler/vm.go, "this is the migration ACK")
         def fn(cur: Obj) -> Obj:
             lb = cur["metadata"].setdefault("labels", {})
             lb[NODE_LABEL] = m.target
-            lb.pop(TARGET_NODE_LABEL, None)
+            if drop_target_label:
+                lb.pop(TARGET_NODE_LABEL, None)
             st = cur.setdefault("status", {})
             st["nodeName"] = m.target
             st.pop("evacuationNodeName", None)
