@@ -484,3 +484,51 @@ def test_cluster_dns_names() -> None:
     assert cluster_net.resolve("up-repo.harvester-system.svc", "x") == (
         "harvester-system", "up-repo")
     assert cluster_net.resolve("example.com.evil.org", "x") is None
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+
+class _Runtime:
+    def __init__(self) -> None:
+        self.timers: list[tuple[float, Any]] = []
+
+    def after(self, seconds: float, fn: Any) -> object:
+        self.timers.append((seconds, fn))
+        return object()
+
+    def call_soon(self, fn: Any) -> None:
+        pass
+
+
+def test_unschedulable_pods_come_back_after_their_backoff_not_a_fixed_delay() -> None:
+    """The scheduling queue's backoff (scheduling_queue.go, release-1.30): 1 s doubled per
+    failed attempt, at most 10 s; a cluster event (a claim bound, a node changed) sends a pod
+    whose backoff is over back at once, the others at the end of theirs."""
+    from harvester_sim.controllers.scheduler import Scheduler
+
+    sched = Scheduler.__new__(Scheduler)
+    clock, runtime = _Clock(100.0), _Runtime()
+    sched.clock = clock
+    sched.world = type("W", (), {"runtime": runtime})()
+    sched.unschedulable, sched.queue, sched.attempts = set(), set(), {}
+    sched._retry_timer, sched._scheduled = None, True
+    old, new = ("default", "old"), ("default", "new")
+    for _ in range(5):
+        sched._failed(old)                       # 5 failed attempts: backoff capped at 10 s
+    assert sched._backoff_until(old) == 110.0
+    clock.t = 103.0
+    sched._failed(new)                           # first failure: 1 s
+    assert sched._backoff_until(new) == 104.0
+    clock.t = 105.0                              # an event: new's backoff is over, old's not
+    sched._retry_soon()
+    assert sched.queue == {new} and sched.unschedulable == {old}
+    assert [round(s, 3) for s, _ in runtime.timers] == [5.0]
+    clock.t = 110.0
+    runtime.timers[0][1]()                       # the end of old's backoff
+    assert sched.queue == {new, old} and not sched.unschedulable

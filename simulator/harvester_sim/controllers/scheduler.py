@@ -10,7 +10,12 @@ per-node usage index fed by pod events). Among fitting nodes it picks the least 
 
 Pods that fit nowhere get ``PodScheduled=False`` reason ``Unschedulable`` with the real
 scheduler's message (``0/3 nodes are available: 1 Insufficient memory, 2 node(s) had
-untolerated taint {...}. preemption: ...``) and are retried when nodes change or pods leave.
+untolerated taint {...}. preemption: ...``) and are retried when nodes change, pods leave or
+a claim is bound, once their backoff is over, as the scheduling queue does
+(kubernetes/kubernetes ``pkg/scheduler/internal/queue/scheduling_queue.go``, release-1.30:
+``MoveAllToActiveOrBackoffQueue`` on a cluster event; a pod still backing off waits for the
+end of its backoff, ``calculateBackoffDuration``: 1 s doubled per failed attempt, at most
+10 s, ``DefaultPodInitialBackoffDuration``/``DefaultPodMaxBackoffDuration``).
 
 Volumes (the VolumeBinding plugin, kubernetes/kubernetes ``pkg/scheduler/framework/plugins/
 volumebinding``, release-1.30): a pod whose claim does not exist, is being deleted, or is
@@ -41,7 +46,8 @@ from ..scenarios.objects import INITIAL_NODE_ANNOTATION
 from . import podutil as pu
 
 SCHEDULER = "default-scheduler"
-RETRY_S = 5.0
+BACKOFF_INITIAL_S = 1.0
+BACKOFF_MAX_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class Scheduler:
         self.accounted: dict[pu.Key, tuple[str, int, int]] = {}
         self.queue: set[pu.Key] = set()
         self.unschedulable: set[pu.Key] = set()
+        # pod -> (failed scheduling attempts, simulated time of the last one): its backoff
+        self.attempts: dict[pu.Key, tuple[int, float]] = {}
         self._scheduled = False
         self._retry_timer: Any = None
         self._node_facts: dict[str, tuple[dict[str, Any], _NodeFacts]] = {}
@@ -122,6 +130,7 @@ class Scheduler:
         freed = key in self.accounted
         if type_ == "DELETED":
             self._account(None, key)
+            self.attempts.pop(key, None)
             self.waiting.pop(key, None)
             self.queue.discard(key)
             self.unschedulable.discard(key)
@@ -162,15 +171,34 @@ class Scheduler:
                                    _sched_view(obj) != _sched_view(old)):
             self._retry_soon()
 
+    def _failed(self, key: pu.Key) -> None:
+        """A scheduling attempt of ``key`` failed: it waits for an event and its backoff."""
+        n, _ = self.attempts.get(key, (0, 0.0))
+        self.attempts[key] = (n + 1, self.clock.now())
+        self.unschedulable.add(key)
+
+    def _backoff_until(self, key: pu.Key) -> float:
+        n, last = self.attempts.get(key, (0, 0.0))
+        if not n:
+            return 0.0
+        return last + min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** (n - 1))
+
     def _retry_soon(self) -> None:
-        if self._retry_timer is None:
-            self._retry_timer = self.world.runtime.after(RETRY_S, self._retry)
+        """A cluster event: the unschedulable pods go back to the queue, each once its backoff
+        is over (the ones still backing off at the end of theirs)."""
+        now = self.clock.now()
+        due = {k for k in self.unschedulable if self._backoff_until(k) <= now}
+        if due:
+            self.unschedulable -= due
+            self.queue |= due
+            self._kick()
+        if self.unschedulable and self._retry_timer is None:
+            until = min(self._backoff_until(k) for k in self.unschedulable)
+            self._retry_timer = self.world.runtime.after(max(0.0, until - now), self._retry)
 
     def _retry(self) -> None:
         self._retry_timer = None
-        self.queue |= self.unschedulable
-        self.unschedulable.clear()
-        self._kick()
+        self._retry_soon()
 
     def _kick(self) -> None:
         if not self._scheduled:
@@ -297,7 +325,7 @@ class Scheduler:
                 if exc.code not in (404, 409):
                     raise
                 if exc.code == 409:
-                    self.unschedulable.add(key)
+                    self._failed(key)
                     self._retry_soon()
 
     def _claims(self, pod: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -328,7 +356,7 @@ class Scheduler:
         problem, delayed = self._claims(pod)
         if problem is not None:
             self.waiting.pop(key, None)
-            self.unschedulable.add(key)
+            self._failed(key)
             total = len(self.nodes.objs)
             self._mark_unschedulable(
                 pod, f"0/{total} nodes are available: {problem}. preemption: 0/{total} nodes "
@@ -344,7 +372,7 @@ class Scheduler:
         if best is None:
             fit, why, total = self.filter(pod)
             if not fit:
-                self.unschedulable.add(key)
+                self._failed(key)
                 self._mark_unschedulable(pod, _message(why, total))
                 return
             best = self._choose(pod, fit)
@@ -378,6 +406,7 @@ class Scheduler:
             return cur
 
         bound = self.client.modify("v1", "Pod", name, bind, ns)
+        self.attempts.pop((ns, name), None)
         self._account(bound)  # assume it at once so the next pod in this pass sees it
         now = self.clock.timestamp()
 
