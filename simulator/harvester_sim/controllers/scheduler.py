@@ -181,7 +181,7 @@ class Scheduler:
         n, last = self.attempts.get(key, (0, 0.0))
         if not n:
             return 0.0
-        return last + min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** (n - 1))
+        return float(last) + min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * float(2 ** (n - 1)))
 
     def _retry_soon(self) -> None:
         """A cluster event: the unschedulable pods go back to the queue, each once its backoff
