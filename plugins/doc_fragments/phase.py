@@ -36,6 +36,22 @@ options:
       - Absolute deadline (seconds since the epoch) set by the action plugin from
         O(timeout); not meant to be set by hand.
     type: float
+  then:
+    description:
+      - The phases to start, in order, once this one has completed in this call (the
+        playbook passes the cluster phases that follow in the same run, see the
+        P(harvester.upgrade.phase_chain#filter) filter). Each entry is a mapping with
+        C(phase) (the phase's tag, e.g. C(repo_create)) and the options of that phase's
+        module that shape what it creates (C(job_deadline_seconds) for C(image_preload))
+        or its deadline (C(timeout)).
+      - Each phase is entered and its first objects created exactly as its own module
+        would, without waiting for them; its own task then resumes it. A phase that has
+        nothing to wait for (C(metadata_populate)) is completed, and the next one started.
+        The chain stops at the first phase that waits, or that the plan has not reached.
+      - Ignored in check mode. Empty (the default) starts nothing.
+    type: list
+    elements: dict
+    default: []
 notes:
   - Waits use Kubernetes watches with a deadline, never fixed sleeps.
   - Check mode changes nothing in the cluster and reports what would be done (in the

@@ -93,19 +93,14 @@ duration:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_cluster_upgrade,
-    phases,
-    pipeline,
+    phase_table,
 )
 
 
 def main() -> None:
     module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
                                        supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("ClusterUpgrade"),
-                       phase_cluster_upgrade.cluster_upgrade,
-                       phase_cluster_upgrade.verify_cluster,
-                       entry=phase_cluster_upgrade.entry)
+    phase_table.run(module, "ClusterUpgrade")
 
 
 if __name__ == "__main__":

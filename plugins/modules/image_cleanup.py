@@ -100,18 +100,14 @@ images_removed:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_image_cleanup,
-    phases,
-    pipeline,
+    phase_table,
 )
 
 
 def main() -> None:
     module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
                                        supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("ImageCleanup"),
-                       phase_image_cleanup.image_cleanup,
-                       None)
+    phase_table.run(module, "ImageCleanup")
 
 
 if __name__ == "__main__":

@@ -107,12 +107,7 @@ duration:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_image_preload,
-    phases,
-    pipeline,
-)
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-    constants as c,
+    phase_table,
 )
 
 
@@ -121,10 +116,7 @@ def main() -> None:
         argument_spec=args.spec(args.PHASE,
                                 job_deadline_seconds={"type": "int", "default": 0}),
         supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("ImagePreload"),
-                       phase_image_preload.image_preload,
-                       phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD),
-                       entry=phase_image_preload.entry)
+    phase_table.run(module, "ImagePreload")
 
 
 if __name__ == "__main__":

@@ -98,19 +98,14 @@ iso_image_id:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_iso_download,
-    phases,
-    pipeline,
+    phase_table,
 )
 
 
 def main() -> None:
     module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
                                        supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("ISODownload"),
-                       phase_iso_download.iso_download,
-                       phase_iso_download.verify_iso,
-                       entry=phase_iso_download.entry)
+    phase_table.run(module, "ISODownload")
 
 
 if __name__ == "__main__":

@@ -100,18 +100,14 @@ release_metadata:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_metadata,
-    phases,
-    pipeline,
+    phase_table,
 )
 
 
 def main() -> None:
     module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
                                        supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("MetadataPopulate"),
-                       phase_metadata.metadata_populate,
-                       phase_metadata.verify_metadata)
+    phase_table.run(module, "MetadataPopulate")
 
 
 if __name__ == "__main__":

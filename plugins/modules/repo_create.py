@@ -93,18 +93,14 @@ duration:
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     args,
     module_factory,
-    phase_repo,
-    phases,
-    pipeline,
+    phase_table,
 )
 
 
 def main() -> None:
     module = module_factory.new_module(argument_spec=args.spec(args.PHASE),
                                        supports_check_mode=True)
-    pipeline.run_phase(module, phases.get("RepoCreate"),
-                       phase_repo.repo_create,
-                       phase_repo.verify_repo, entry=phase_repo.entry)
+    phase_table.run(module, "RepoCreate")
 
 
 if __name__ == "__main__":

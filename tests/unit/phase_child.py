@@ -9,7 +9,9 @@ process per run because a run that writes holds the upgrade lock, which keeps pr
 state (its renewal thread, a signal handler, the request fence), as in a real module.
 
 ``act``/``verify`` name a phase action of one of the ``phase_*`` modules (``iso_download``,
-``verify_iso``...) or one of the scripted behaviours in ``ACTS``/``VERIFIES`` below.
+``verify_iso``...) or one of the scripted behaviours in ``ACTS``/``VERIFIES`` below;
+``"act": "module"`` runs the phase module's own body (``phase_table.run``, the ``then``
+option included).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     phase_iso_download,
     phase_metadata,
     phase_repo,
+    phase_table,
     phases,
     pipeline,
     waiting,
@@ -132,6 +135,9 @@ def phase_entry(name: str) -> Any:
 
 
 def main(spec: dict[str, Any]) -> None:
+    if spec["act"] == "module":   # the phase module's own body (plugins/modules/<phase>.py)
+        phase_table.run(Module(spec["params"], bool(spec.get("check_mode"))), spec["phase"])
+        raise AssertionError("phase_table.run returned without exit_json or fail_json")
     act = ACTS.get(spec["act"]) or phase_action(spec["act"])
     name = spec.get("verify")
     verify = (VERIFIES.get(name) or phase_action(name)) if name else None

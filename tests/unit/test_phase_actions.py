@@ -119,3 +119,53 @@ def test_verify_metadata_reports_the_recorded_release(run: Run, new_plan: NewPla
 def test_an_image_reference_is_namespace_slash_name_or_a_bare_name(
         ref: str, expected: tuple[str, str]) -> None:
     assert phase_common.split_image_ref(ref) == expected
+
+
+CHAIN = [{"phase": "repo_create"}, {"phase": "metadata_populate"},
+         {"phase": "image_preload", "job_deadline_seconds": 777}, {"phase": "cluster_upgrade"}]
+
+
+def test_a_phase_call_starts_the_phases_after_it_and_their_own_calls_resume_them(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("Initialized")
+    res = run("ISODownload", "module", plan=name, then=CHAIN)
+    assert res["exit"] == "exit_json" and res["status"] == "completed", res
+    # RepoCreate entered, its Deployment and Service created, its wait left to its own call
+    assert [s["phase"] for s in res["started"]] == ["RepoCreate"], res
+    assert res["started"][0]["status"] == "started", res
+    assert f"create Deployment {name}-repo in {NS}" in res["started"][0]["actions"], res
+    assert get_plan(sim, name)["status"]["currentPhase"] == "RepoCreating"
+    assert sim.world.client.try_get("apps/v1", "Deployment", f"{name}-repo", NS) is not None
+
+    res = run("RepoCreate", "module", plan=name, then=CHAIN[1:])
+    assert res["status"] == "completed", res
+    # MetadataPopulate has nothing to wait for: completed; ImagePreload's Plan created
+    assert [(s["phase"], s["status"]) for s in res["started"]] == [
+        ("MetadataPopulate", "completed"), ("ImagePreload", "started")], res
+    status = get_plan(sim, name)["status"]
+    assert status["currentPhase"] == "ImagePreloading", status
+    assert status["releaseMetadata"]["harvester"] == "v1.6.0", status
+    suc = sim.world.client.get("upgrade.cattle.io/v1", "Plan", f"{name}-image-preload",
+                               "cattle-system")
+    assert suc["spec"].get("jobActiveDeadlineSecs") == 777, suc["spec"]
+
+    # the metadata task of the same run finds its phase done; ImagePreload's resumes
+    res = run("MetadataPopulate", "module", plan=name, then=CHAIN[2:])
+    assert res["status"] == "verified" and "started" not in res, res
+
+
+def test_then_is_checked_before_anything_changes_and_ignored_in_check_mode(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    name = new_plan("Initialized")
+    for then, why in (([{"phase": "image_preload"}], "image_preload does not follow "
+                       "iso_download"),
+                      ([{"phase": "no_such_phase"}], "unknown phase 'no_such_phase'"),
+                      ([{"phase": "repo_create"}, {"phase": "node_upgrade"}],
+                       "node_upgrade cannot be started")):
+        res = run("ISODownload", "module", plan=name, then=then)
+        assert res["exit"] == "fail_json" and why in res["msg"], res
+        assert get_plan(sim, name)["status"]["currentPhase"] == "Initialized"
+    res = run("ISODownload", "module", plan=name, then=CHAIN, check_mode=True)
+    assert res["status"] == "completed" and "started" not in res, res
+    assert get_plan(sim, name)["status"]["currentPhase"] == "Initialized"
+    assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is None

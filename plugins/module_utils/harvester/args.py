@@ -24,6 +24,7 @@ PHASE: dict[str, Any] = {
     "timeout": {"type": "int", "default": 3600},
     "progress_interval": {"type": "int", "default": 30},
     "deadline": {"type": "float"},
+    "then": {"type": "list", "elements": "dict", "default": []},
 }
 
 

@@ -29,6 +29,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.pipeline import (
     Context,
+    Pending,
     Step,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waiting import (
@@ -126,6 +127,8 @@ def fetch_repo_file(ctx: Context, path: str, what: str) -> tuple[int, bytes]:
         if 200 <= status < 500:
             return status, body
         last = f"HTTP {status}: {body[:200].decode(errors='replace')}"
+        if ctx.start_only:   # the phase's own call retries (pipeline.start_chain)
+            raise Pending(last)
         if ctx.remaining() <= 0:
             raise WaitTimeout(what, time.time() - start, last)
         time.sleep(min(delay, max(0.0, ctx.remaining())))

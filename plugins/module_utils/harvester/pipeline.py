@@ -81,6 +81,9 @@ class Context:
     # the phase was entered by this call: what it creates is not there yet (ensure creates
     # first); a resumed or verified phase finds its objects (ensure reads first)
     entered: bool = False
+    # started by the previous phase's call (``then``): create what the phase creates, then
+    # leave the waiting to the phase's own call (its first wait ends the call as a slice)
+    start_only: bool = False
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -148,6 +151,8 @@ class Context:
         messages do, e.g. ``upgrade-repo deployment not ready``), with the last progress
         line at the end of each slice; completing the phase clears it."""
         self._say(f"waiting for {what}")
+        if self.start_only:
+            raise Pending("")
         verdict: waiting.Verdict = self.kube.wait(
             sources, predicate, what=what, timeout=max(0.0, self.remaining()),
             slice_seconds=self.slice_seconds)
@@ -184,8 +189,90 @@ def phase_deadline(p: dict[str, Any], started: float) -> float:
     return float(p.get("deadline") or (started + int(p.get("timeout") or 3600)))
 
 
+@dataclass(frozen=True)
+class PhaseActions:
+    """What a phase module passes to :func:`run_phase` for its phase (phase_table.TABLE)."""
+
+    act: Act
+    verify: Verify | None = None
+    entry: Entry | None = None
+
+
+def chain_items(p: dict[str, Any], phase: phases.Phase,
+                table: dict[str, PhaseActions] | None) -> list[tuple[phases.Phase,
+                                                                     dict[str, Any]]]:
+    """``then`` checked: the phases it names, each after the one before (``phase`` first)
+    and one that ``table`` can run; anything else is refused before the call changes
+    anything (ValueError)."""
+    out: list[tuple[phases.Phase, dict[str, Any]]] = []
+    before = phase
+    for item in p.get("then") or []:
+        name = str((item or {}).get("phase") or "")
+        try:
+            nxt = phases.get(name)
+        except KeyError:
+            raise ValueError(f"then: unknown phase {name!r}") from None
+        if table is None or nxt.name not in table:
+            raise ValueError(f"then: {nxt.tag} cannot be started by another phase's call")
+        if nxt.index != before.index + 1:
+            raise ValueError(f"then: {nxt.tag} does not follow {before.tag}")
+        out.append((nxt, {k: v for k, v in item.items() if k != "phase"}))
+        before = nxt
+    return out
+
+
+def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
+                chain: list[tuple[phases.Phase, dict[str, Any]]],
+                table: dict[str, PhaseActions]) -> list[dict[str, Any]]:
+    """Start the phases of ``chain`` (:func:`chain_items`) after the call's own phase has
+    completed: each is entered and acted on as its own call would (entry, start, act), but
+    its first wait ends it (:attr:`Context.start_only`) and leaves the phase active for its
+    own call to resume; a phase that completes without waiting is completed, and the next
+    one started. Stops at the first phase the plan is not ready for."""
+    started: list[dict[str, Any]] = []
+    for nxt, options in chain:
+        if phases.relation(writer.status.get("currentPhase"), nxt) != "next":
+            break
+        fns = table[nxt.name]
+        params = {"plan": writer.name, "force": False, "deadline": None,
+                  "timeout": int(options.get("timeout") or p.get("timeout") or 3600),
+                  "progress_interval": p.get("progress_interval"), **options}
+        ctx = Context(kube, writer, params, False, phase_deadline(params, time.time()), None,
+                      start_only=True)
+        first = fns.entry(ctx) if fns.entry is not None else None
+        said = f"waiting for {first}" if first else ""
+        def enter(s: dict[str, Any], nxt: phases.Phase = nxt, said: str = said) -> Any:
+            return plan_status.start_phase(s, nxt, writer.now(), writer.generation, said)
+
+        writer.update(enter)
+        ctx.did(f"enter phase {nxt.active}")
+        ctx.entered = True
+        try:
+            step = fns.act(ctx)
+        except Pending:
+            step = Step("pending")
+        except ApiError as exc:   # the task's message names the phase it was working on
+            exc.message = f"{nxt.name}, started after it: {exc.message}"
+            exc.args = (exc.message,)
+            raise
+        if step.state == "failed":
+            raise PhaseFailed(f"{nxt.name}: {step.message}")
+        if step.state == "pending":
+            writer.flush()
+            started.append({"phase": nxt.name, "status": "started", "actions": ctx.actions})
+            break
+        def complete(s: dict[str, Any], nxt: phases.Phase = nxt) -> Any:
+            return plan_status.complete_phase(s, nxt, writer.now(), writer.generation)
+
+        writer.update(complete)
+        started.append({"phase": nxt.name, "status": "completed", "actions": ctx.actions,
+                        "msg": step.message or f"{nxt.name} completed"})
+    return started
+
+
 def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None = None,
-              kube: Kube | None = None, entry: Entry | None = None) -> None:
+              kube: Kube | None = None, entry: Entry | None = None,
+              table: dict[str, PhaseActions] | None = None) -> None:
     """Entry point of a phase module (exits through ``exit_json``/``fail_json``).
 
     ``entry``: called as this call enters the phase, before the entry is written. What it
@@ -203,6 +290,10 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
     interval = p.get("progress_interval")
     slice_seconds = float(interval) if interval and p.get("deadline") else None
     writer: PlanWriter | None = None
+    try:
+        chain = chain_items(p, phase, table)
+    except ValueError as exc:
+        module.fail_json(**_timed(result, started), msg=str(exc))
     try:
         kube = kube or Kube.from_module(module)
         plan = resolve(kube, p.get("plan"))
@@ -264,6 +355,8 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
                                                                writer.generation))
             result.update(status="completed", proceed=True,
                           msg=step.message or f"{phase.name} completed")
+            if chain and table is not None and not module.check_mode:
+                result["started"] = start_chain(kube, writer, p, chain, table)
     except waiting.WaitTimeout as exc:
         _fail(module, writer, result, f"{phase.name}: {exc}", awaited=exc.what,
               last_seen=exc.last_seen)

@@ -1,0 +1,50 @@
+"""The phase actions of every pipeline phase, by phase name: what each phase module runs
+(:func:`run`), and what a phase module's call starts after its own phase when the playbook
+asks for it (the ``then`` option, :func:`pipeline.start_chain`). One table, so a phase
+started by the call before it is the same code as its own module's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    phase_cluster_upgrade,
+    phase_image_cleanup,
+    phase_image_preload,
+    phase_iso_download,
+    phase_metadata,
+    phase_repo,
+    phases,
+    pipeline,
+)
+
+PhaseActions = pipeline.PhaseActions
+
+TABLE: dict[str, PhaseActions] = {
+    "ISODownload": PhaseActions(phase_iso_download.iso_download, phase_iso_download.verify_iso,
+                                phase_iso_download.entry),
+    "RepoCreate": PhaseActions(phase_repo.repo_create, phase_repo.verify_repo,
+                               phase_repo.entry),
+    "MetadataPopulate": PhaseActions(phase_metadata.metadata_populate,
+                                     phase_metadata.verify_metadata),
+    "ImagePreload": PhaseActions(phase_image_preload.image_preload,
+                                 phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD),
+                                 phase_image_preload.entry),
+    "ClusterUpgrade": PhaseActions(phase_cluster_upgrade.cluster_upgrade,
+                                   phase_cluster_upgrade.verify_cluster,
+                                   phase_cluster_upgrade.entry),
+}
+# ImageCleanup runs after the node loop (another play): nothing starts it but its own module
+OWN_ONLY: dict[str, PhaseActions] = {
+    "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),
+}
+
+
+def run(module: Any, name: str) -> None:
+    """The body of phase module ``name`` (exits through ``exit_json``/``fail_json``)."""
+    fns = TABLE.get(name) or OWN_ONLY[name]
+    pipeline.run_phase(module, phases.get(name), fns.act, fns.verify, entry=fns.entry,
+                       table=TABLE)

@@ -1,0 +1,45 @@
+"""The filter harvester.upgrade.phase_chain: which phases a phase's call starts after it."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.harvester.upgrade.plugins.filter.phase_chain import phase_chain
+
+
+def tags(out: list[dict[str, object]]) -> list[object]:
+    return [x["phase"] for x in out]
+
+
+def test_a_whole_run_starts_every_cluster_phase_after_it_up_to_cluster_upgrade() -> None:
+    assert tags(phase_chain("iso_download", ["all"], [])) == [
+        "repo_create", "metadata_populate", "image_preload", "cluster_upgrade"]
+    assert tags(phase_chain("image_preload", ["all"], [])) == ["cluster_upgrade"]
+    assert phase_chain("cluster_upgrade", ["all"], []) == []   # the node loop is another play
+
+
+def test_only_what_the_tags_select_up_to_the_first_phase_left_out() -> None:
+    assert tags(phase_chain("iso_download", ["iso_download", "repo_create"], [])) == [
+        "repo_create"]
+    assert phase_chain("iso_download", ["iso_download"], []) == []
+    assert tags(phase_chain("iso_download", ["all"], ["metadata_populate"])) == [
+        "repo_create"]
+    assert phase_chain("iso_download", ["untagged"], []) == []
+    assert phase_chain("iso_download", ["all"], ["tagged"]) == []
+    assert tags(phase_chain("repo_create", ["tagged"], [])) == [
+        "metadata_populate", "image_preload", "cluster_upgrade"]
+
+
+def test_options_go_with_their_phase() -> None:
+    out = phase_chain("metadata_populate", ["all"], [],
+                      {"image_preload": {"job_deadline_seconds": 60}})
+    assert out == [{"phase": "image_preload", "job_deadline_seconds": 60},
+                   {"phase": "cluster_upgrade"}]
+
+
+@pytest.mark.parametrize("args", [("nope", ["all"], []), ("iso_download", "all", []),
+                                  ("iso_download", ["all"], [], ["not", "a", "dict"])])
+def test_bad_input_is_refused(args: tuple[object, ...]) -> None:
+    with pytest.raises(AnsibleFilterError):
+        phase_chain(*args)   # type: ignore[arg-type]
