@@ -5,9 +5,9 @@ A phase module's call can start the phases after its own (create their first obj
 their waits to their own tasks): the work of the next phase begins as soon as the previous
 one is done, instead of after ansible-playbook has finished one task and begun the next
 (docs/performance.md, "Phases started by the call before"). Only phases this run will run
-are started: the ones ``--tags``/``--skip-tags`` select, up to the first that is left out,
-and only the cluster phases of the first play (ClusterUpgrade is the last: the node loop is
-another play).
+are started: the ones ``--tags``/``--skip-tags`` select, up to the first that is left out
+or that no other phase's call starts (NodeUpgrade, the node loop's play: the phases after
+ISODownload stop at ClusterUpgrade; NodeUpgrade's completion starts ImageCleanup).
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import phases
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    phase_table,
+    phases,
+)
 
 DOCUMENTATION = r"""
 name: phase_chain
@@ -24,8 +27,9 @@ short_description: The cluster phases after a phase that this run runs (a then o
 version_added: 0.1.0
 description:
   - Takes a phase's tag (C(iso_download)) and returns, in order, the cluster phases that
-    follow it and that this run's tags select, up to the first one they leave out and at
-    most up to C(cluster_upgrade), as entries of the C(then) option of the phase modules.
+    follow it and that this run's tags select, up to the first one they leave out or that
+    no other phase's call starts (C(node_upgrade)), as entries of the C(then) option of the
+    phase modules and of M(harvester.upgrade.node_gate).
   - A phase is selected when the run's tags include C(all), C(tagged) or its tag, and the
     skipped tags include neither C(tagged) nor its tag.
 options:
@@ -66,7 +70,8 @@ _value:
   elements: dict
 """
 
-LAST = "cluster_upgrade"
+# the phases another phase's call may start
+STARTABLE = frozenset(phases.get(name).tag for name in phase_table.TABLE)
 
 
 def _selected(tag: str, run_tags: set[str], skip_tags: set[str]) -> bool:
@@ -82,7 +87,6 @@ def phase_chain(tag: Any, run_tags: Any, skip_tags: Any,
         phase = phases.get(str(tag))
     except KeyError:
         raise AnsibleFilterError(f"phase_chain: unknown phase {tag!r}") from None
-    last = phases.get(LAST)
     if not isinstance(run_tags, (list, tuple, set)) or not isinstance(
             skip_tags, (list, tuple, set)):
         raise AnsibleFilterError("phase_chain: run_tags and skip_tags must be lists")
@@ -92,7 +96,7 @@ def phase_chain(tag: Any, run_tags: Any, skip_tags: Any,
         raise AnsibleFilterError("phase_chain: options must be a mapping of phase tag to options")
     out: list[dict[str, Any]] = []
     nxt = phases.following(phase)
-    while nxt is not None and nxt.index <= last.index and _selected(nxt.tag, run, skip):
+    while nxt is not None and nxt.tag in STARTABLE and _selected(nxt.tag, run, skip):
         out.append({"phase": nxt.tag, **(opts.get(nxt.tag) or {})})
         nxt = phases.following(nxt)
     return out

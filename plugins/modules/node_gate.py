@@ -89,6 +89,16 @@ options:
     type: list
     elements: str
     default: []
+  then:
+    description:
+      - I(step=finish) only. The phases to start once NodeUpgrade is completed in this call
+        (C(image_cleanup): its Plan created, its wait left to its own task), as the
+        C(then) option of the phase modules (doc fragment C(harvester.upgrade.phase), filter
+        P(harvester.upgrade.phase_chain#filter)). Checked before anything is done; ignored in
+        check mode.
+    type: list
+    elements: dict
+    default: []
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
@@ -155,6 +165,12 @@ head_start:
     C(migrated) (VMs moved off it, when answered), C(job) (its OS upgrade Job, when created).
   returned: step=enter with I(head_start), when the plan is in NodeUpgrading
   type: dict
+started:
+  description: The phases I(then) started (I(step=finish)), each with C(phase), C(status)
+    (C(started), or C(completed) when it had nothing to wait for) and C(actions).
+  returned: step=finish, when I(then) started a phase
+  type: list
+  elements: dict
 pending:
   description: Nodes not yet upgraded (I(step=finish)).
   returned: step=finish
@@ -174,6 +190,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_head_start,
     node_module,
     node_phase,
+    phase_table,
+    phases,
+    pipeline,
 )
 
 
@@ -188,10 +207,16 @@ def main() -> None:
         head_start_wait={"type": "int", "default": 10},
         head_start_finish={"type": "int", "default": 0},
         play={"type": "list", "elements": "str", "default": []},
+        then={"type": "list", "elements": "dict", "default": []},
     )
     module = node_module.new_module(spec, required_if=[("step", "batch", ["batch"]),
                                                        ("step", "pause", ["node"])])
     p = module.params
+    try:
+        chain = pipeline.chain_items(p, phases.get("NodeUpgrade"), phase_table.TABLE) \
+            if p["step"] == "finish" else []
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
 
     head_start = p["step"] == "enter" and p["head_start"] and not module.check_mode
 
@@ -228,7 +253,15 @@ def main() -> None:
             return res
         if p["step"] == "pause":
             return node_gate.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
-        return node_phase.finish_phase(kube, writer, p["timeout"])
+        res = node_phase.finish_phase(kube, writer, p["timeout"])
+        if chain and res["phase"] == "NodeUpgraded" and not module.check_mode:
+            try:
+                res["started"] = pipeline.start_chain(kube, writer, p, chain,
+                                                      phase_table.TABLE)
+            except pipeline.PhaseFailed as exc:
+                writer.fail(str(exc))
+                raise errors.NodeLoopError(str(exc)) from exc
+        return res
 
     node_module.run(module, step, skip_without_plan=True,
                     client=cycle_kube.CycleKube if head_start else node_module.Kube)

@@ -12,11 +12,14 @@ def tags(out: list[dict[str, object]]) -> list[object]:
     return [x["phase"] for x in out]
 
 
-def test_a_whole_run_starts_every_cluster_phase_after_it_up_to_cluster_upgrade() -> None:
+def test_a_whole_run_starts_every_phase_after_it_up_to_the_node_loop() -> None:
     assert tags(phase_chain("iso_download", ["all"], [])) == [
         "repo_create", "metadata_populate", "image_preload", "cluster_upgrade"]
     assert tags(phase_chain("image_preload", ["all"], [])) == ["cluster_upgrade"]
     assert phase_chain("cluster_upgrade", ["all"], []) == []   # the node loop is another play
+    # NodeUpgrade's completion (node_gate step=finish) starts ImageCleanup
+    assert tags(phase_chain("node_upgrade", ["all"], [])) == ["image_cleanup"]
+    assert phase_chain("node_upgrade", ["node_upgrade"], []) == []
 
 
 def test_only_what_the_tags_select_up_to_the_first_phase_left_out() -> None:

@@ -1,6 +1,7 @@
 """The phase actions of every pipeline phase, by phase name: what each phase module runs
-(:func:`run`), and what a phase module's call starts after its own phase when the playbook
-asks for it (the ``then`` option, :func:`pipeline.start_chain`). One table, so a phase
+(:func:`run`), and what the call of the phase before starts when the playbook asks for it
+(the ``then`` option, :func:`pipeline.start_chain`; ImageCleanup's is NodeUpgrade's
+completion, node_gate ``step=finish``). One table, so a phase
 started by the call before it is the same code as its own module's."""
 
 from __future__ import annotations
@@ -36,15 +37,13 @@ TABLE: dict[str, PhaseActions] = {
     "ClusterUpgrade": PhaseActions(phase_cluster_upgrade.cluster_upgrade,
                                    phase_cluster_upgrade.verify_cluster,
                                    phase_cluster_upgrade.entry),
-}
-# ImageCleanup runs after the node loop (another play): nothing starts it but its own module
-OWN_ONLY: dict[str, PhaseActions] = {
+    # started by NodeUpgrade's completion (node_gate step=finish) in a whole run
     "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),
 }
 
 
 def run(module: Any, name: str) -> None:
     """The body of phase module ``name`` (exits through ``exit_json``/``fail_json``)."""
-    fns = TABLE.get(name) or OWN_ONLY[name]
+    fns = TABLE[name]
     pipeline.run_phase(module, phases.get(name), fns.act, fns.verify, entry=fns.entry,
                        table=TABLE)
