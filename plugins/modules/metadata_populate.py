@@ -95,6 +95,12 @@ release_metadata:
     harvester: v1.6.0
     kubernetes: v1.32.3+rke2r1
     os: Harvester v1.6.0
+started:
+  description: The phases I(then) started after this one completed, each with C(phase),
+    C(status) (C(started), or C(completed) when it had nothing to wait for) and C(actions).
+  returned: when I(then) started a phase
+  type: list
+  elements: dict
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
