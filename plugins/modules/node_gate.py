@@ -92,7 +92,7 @@ options:
   then:
     description:
       - I(step=finish) only. The phases to start once NodeUpgrade is completed in this call
-        (C(image_cleanup): its Plan created, its wait left to its own task), as the
+        (C(image_cleanup), its Plan created and its wait left to its own task), as the
         C(then) option of the phase modules (doc fragment C(harvester.upgrade.phase), filter
         P(harvester.upgrade.phase_chain#filter)). Checked before anything is done; ignored in
         check mode.

@@ -241,6 +241,7 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
                       start_only=True)
         first = fns.entry(ctx) if fns.entry is not None else None
         said = f"waiting for {first}" if first else ""
+
         def enter(s: dict[str, Any], nxt: phases.Phase = nxt, said: str = said) -> Any:
             return plan_status.start_phase(s, nxt, writer.now(), writer.generation, said)
 
@@ -261,6 +262,7 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
             writer.flush()
             started.append({"phase": nxt.name, "status": "started", "actions": ctx.actions})
             break
+
         def complete(s: dict[str, Any], nxt: phases.Phase = nxt) -> Any:
             return plan_status.complete_phase(s, nxt, writer.now(), writer.generation)
 
