@@ -163,9 +163,6 @@ def test_round_evicts_through_the_eviction_api_and_leaves_a_refused_pod() -> Non
                            "disruption now"]
     # the node's pods only (the field the API server indexes)
     assert ("Pod", f"spec.nodeName={NODE}") in kube.lists
-    line = pe.summary(res)
-    assert "1 pod(s) evicted ahead of Rancher's drain" in line and "default/web-1" in line
-    assert "1 left to Rancher's drain" in line
     assert pe.short(res) == "1 pod(s) evicted ahead of Rancher's drain, 1 left to its drain"
 
 
@@ -195,17 +192,46 @@ def test_nothing_before_rancher_cordons_the_node_nor_without_its_drain() -> None
     res = pe.evict_early(kube, NODE, None, cordoned=True)  # type: ignore[arg-type]
     assert "not known" in res["skipped"]
     assert kube.evictions == [] and kube.lists == []
-    assert pe.summary(res) == "" and pe.short(res) == ""
+    assert pe.short(res) == ""
 
 
 def test_check_mode_evicts_nothing_and_says_what_it_would() -> None:
     kube = Kube([pod("web-1"), pod("web-2")], [pdb()], check_mode=True)
     # before Rancher wrote the node's drain options or cordoned it: the collection's own
-    res = pe.evict_early(kube, NODE, None, cordoned=False,  # type: ignore[arg-type]
+    rnd = pe.start_round(kube, NODE, None, cordoned=False,  # type: ignore[arg-type]
                          roles=["control-plane", "etcd", "worker"])
+    assert rnd.line() == ("would evict 2 pod(s) ahead of Rancher's drain "
+                          "(PodDisruptionBudget): default/web-1, default/web-2")
+    res = rnd.result()
     assert res["would_evict"] == ["default/web-1", "default/web-2"]
     assert kube.evictions == []
     assert pe.short(res) == "2 pod(s) to evict ahead of Rancher's drain"
+
+
+def test_a_round_names_its_pods_at_once_and_sends_them_beside_the_caller() -> None:
+    import threading
+    gate = threading.Event()
+
+    class Slow(Kube):
+        def evict(self, name: str, namespace: str, grace_period: int | None = None) -> None:
+            assert gate.wait(10)          # answered only once the caller went on
+            super().evict(name, namespace, grace_period)
+    kube = Slow([pod("web-1")], [pdb()])
+    rnd = pe.start_round(kube, NODE, json.dumps(OPTS), cordoned=True)  # type: ignore[arg-type]
+    assert rnd.line() == ("evicting 1 pod(s) ahead of Rancher's drain (PodDisruptionBudget): "
+                          "default/web-1")
+    gate.set()
+    assert rnd.result()["evicted"] == ["default/web-1"]
+
+
+def test_a_round_that_cannot_send_leaves_its_pods_to_the_drain() -> None:
+    class Lost(Kube):
+        def evict(self, name: str, namespace: str, grace_period: int | None = None) -> None:
+            raise RuntimeError("upgrade lock lost")
+    res = pe.evict_early(Lost([pod("web-1")], [pdb()]), NODE,  # type: ignore[arg-type]
+                         json.dumps(OPTS), cordoned=True)
+    assert res["evicted"] == [] and res["left"] == [
+        "default/web-1: not sent (upgrade lock lost)"]
 
 
 def test_rounds_merge_into_one_result() -> None:

@@ -32,8 +32,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_gate,
     node_head_start,
     node_hooks,
-    node_pod_eviction,
     node_job,
+    node_pod_eviction,
     node_restore,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (

@@ -106,7 +106,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["mechanism_why"] = mechanism["why"]
     if kube.check_mode:
         if not shutdown_all:
-            result["pod_evictions"] = _evict_early(kube, node, fact)
+            result["pod_evictions"] = _evictions(kube, node, fact).result()
         return result
     if not shutdown_all:
         try:
@@ -123,18 +123,21 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
-        # Rancher has cordoned the node (it sets the pre-drain after the cordon): the pods a
-        # PodDisruptionBudget would make its drain wait for go now, while the VMs migrate
-        # (node_pod_eviction); the head start too, the node it starts being cordoned
-        result["pod_evictions"] = _evict_early(kube, node, fact)
-        result["changed"] |= bool(result["pod_evictions"]["evicted"])
-    early = pe.summary(result.get("pod_evictions"))
+    # Rancher has cordoned the node (it sets the pre-drain after the cordon): the pods a
+    # PodDisruptionBudget would make its drain wait for are evicted now, beside the
+    # migrations (node_pod_eviction); the head start too, the node it starts being cordoned
+    first = _evictions(kube, node, fact) if not shutdown_all else None
+    early = first.line() if first else ""
     if p.migrate or p.shutdown or early:
         plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""), early)
     if start_only:
-        return _start_evacuation(kube, writer, node, p, nodes, result,
-                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism,
-                                 feed=feed)
+        out = _start_evacuation(kube, writer, node, p, nodes, result,
+                                shutdown_timeout=shutdown_timeout, mechanism=mechanism,
+                                feed=feed)
+        if first is not None:
+            out["pod_evictions"] = first.result()
+            out["changed"] |= bool(out["pod_evictions"]["evicted"])
+        return out
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
@@ -146,7 +149,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
             raise NodeLoopError(msg)
     else:
         no_shutdown_event(writer, node)
-    if shutdown_all:
+    if shutdown_all or first is None:
         return result
     # 2./3. taint + migrations. Target-aware: our own targeted migrations first, then the
     # taint (Rancher cordoned the node already, so nothing lands back meanwhile; tainting
@@ -162,10 +165,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                     migration_timeout=migration_timeout, timeout=timeout,
                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
+    done = first.result()
     # the rest, now that the first replacements had the migrations' time to be Ready
-    again = _evict_early(kube, node, fact)
-    result["changed"] |= bool(again["evicted"])
-    result["pod_evictions"] = pe.merge(result["pod_evictions"], again)
+    again = _evictions(kube, node, fact)
     count_ours(kube, writer, node, result)
     # the VMs shut down for this node earlier (a head start asked them to stop) count too
     result["shutdown"] = sorted(set(result["shutdown"]) | set(restore_entries(kube, writer,
@@ -178,13 +180,15 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         msg = f"VMs still running on {node} after evacuation: {', '.join(sorted(left))}"
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
+    result["pod_evictions"] = pe.merge(done, again.result())
+    result["changed"] |= bool(result["pod_evictions"]["evicted"])
     return result
 
 
-def _evict_early(kube: Kube, node: str, fact: dict[str, Any]) -> dict[str, Any]:
-    """:func:`node_pod_eviction.evict_early` for ``node`` (``fact``: its
+def _evictions(kube: Kube, node: str, fact: dict[str, Any]) -> pe.Round:
+    """:func:`node_pod_eviction.start_round` for ``node`` (``fact``: its
     :func:`cluster_facts` entry: Rancher's drain options, cordoned or not)."""
-    return pe.evict_early(kube, node, fact.get("pre_drain"),
+    return pe.start_round(kube, node, fact.get("pre_drain"),
                           cordoned=bool(fact.get("unschedulable")), roles=fact.get("roles"))
 
 
@@ -193,7 +197,8 @@ def plan_event(writer: PlanWriter, node: str, p: ev.EvacuationPlan, mechanism: s
     """One ``VMEvacuationStarted`` Event per evacuation: where each VM goes and why, which
     are shut down and why (the migrations themselves are the VMIM objects, labelled with the
     plan and the node; a retry gets its own ``VMMigrationStarted``), and ``pods``: the line
-    saying which pods were evicted ahead of Rancher's drain (:func:`node_pod_eviction.summary`)."""
+    saying which pods are evicted ahead of Rancher's drain
+    (:meth:`node_pod_eviction.Round.line`)."""
     moves = [f"{m.vm.key} to {m.target or 'a node the scheduler chooses'} ({m.why})"
              for m in p.migrate]
     stops = [f"{s.vm.key} ({s.reason})" for s in p.shutdown]

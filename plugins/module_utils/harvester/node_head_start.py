@@ -213,25 +213,31 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     check_phase(writer.refresh())
     if node in paused_nodes(writer.plan):   # paused meanwhile: its own cycle holds it
         return {**out, "why": f"{node} was paused (pauseNodes) meanwhile"}
-    # after the checks: the PDB check above must not count what this round evicts
+    # after the checks (the PDB check above must not count what this round evicts), sent
+    # beside the taint and the pre-drain Job, answered before the hook answer
     n = kube.get("v1", "Node", node) or {}
-    out["pod_evictions"] = pe.evict_early(
-        kube, node, drain, cordoned=bool((n.get("spec") or {}).get("unschedulable")))
-    out["changed"] = bool(out["pod_evictions"]["evicted"])
-    out["changed"] |= taint_node(kube, node)
+    rnd = pe.start_round(kube, node, drain,
+                         cordoned=bool((n.get("spec") or {}).get("unschedulable")))
+
+    def ended(**why: Any) -> dict[str, Any]:
+        res = rnd.result()
+        return {**out, "pod_evictions": res, "changed": out["changed"] or bool(res["evicted"]),
+                **why}
+    out["changed"] = taint_node(kube, node)
     if not stopped:   # as evacuate() says when nothing had to stop
         no_shutdown_event(writer, node)
     job = run_pre_drain_job(kube, writer, node, timeout=max(0.0, deadline - time.monotonic()),
                             fail=False)
     out["changed"] |= bool(job["changed"])
     if not job["complete"]:
-        return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
-                              f"waits for it ({job.get('why') or 'running'})"[:300]}
+        return ended(why=f"pre-drain Job of {node} not done in time; its own cycle waits for "
+                         f"it ({job.get('why') or 'running'})"[:300])
     try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
         wait_nodes_ready(kube, node, 0)
         wait_volumes_safe(kube, node, 0)
     except WaitTimeout as exc:
-        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
+        return ended(why=f"left to {node}'s own cycle: {exc}"[:300])
+    out = ended()
     ans = answer_hook(kube, writer, node, "pre-drain")
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")

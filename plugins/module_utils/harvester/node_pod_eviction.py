@@ -28,6 +28,7 @@ budget makes that drain wait: nothing is evicted early in either case."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -140,47 +141,90 @@ def select(pods: list[dict[str, Any]], pdbs: list[dict[str, Any]], node: str,
     return sorted(out, key=lambda e: e["pod"])
 
 
-def evict_early(kube: Kube, node: str, drain_value: str | None, *, cordoned: bool,
-                roles: list[str] | None = None) -> dict[str, Any]:
-    """One round: evict (policy/v1 Eviction) the pods of ``node`` that :func:`select` picks
-    under Rancher's drain options ``drain_value`` (the pre-drain annotation), once the node
-    is ``cordoned``. Idempotent: an evicted pod is gone or being deleted, and not picked
-    again. Check mode evicts nothing and says what would be (under the collection's own drain
-    options, for ``roles``, while Rancher has not written them).
+class Round:
+    """One round of early evictions: which pods (``chosen``, read at once) and their
+    Evictions, sent from a thread beside the evacuation's own work (its migrations, the
+    pre-drain Job) so that they add no time to it; :meth:`result` waits for the answers."""
 
-    Returns ``{"evicted": [ns/name], "left": [ns/name: why], "skipped": why}`` (check mode:
-    ``"would_evict"`` instead of ``"evicted"``)."""
-    out: dict[str, Any] = {"evicted": [], "left": [], "skipped": ""}
+    def __init__(self, kube: Kube, node: str, chosen: list[dict[str, Any]],
+                 grace: int | None, skipped: str = "") -> None:
+        self.kube, self.node, self.chosen, self.grace = kube, node, chosen, grace
+        self.skipped = skipped
+        self._out: dict[str, Any] | None = None
+        self._thread: threading.Thread | None = None
+        if chosen and not kube.check_mode:
+            self._thread = threading.Thread(target=self._send, daemon=True,
+                                            name=f"harvester-upgrade-evict-{node}")
+            self._thread.start()
+
+    def _send(self) -> None:
+        out: dict[str, Any] = {"evicted": [], "left": [], "skipped": ""}
+        try:
+            for e in self.chosen:
+                try:
+                    self.kube.evict(e["name"], e["namespace"], self.grace)
+                    out["evicted"].append(e["pod"])
+                except ApiError as exc:
+                    if exc.status == 404:     # gone meanwhile: nothing left for the drain
+                        continue
+                    why = (f"PodDisruptionBudget {e['pdb']} allows no disruption now"
+                           if exc.status == 429 else f"eviction refused ({exc.status}: "
+                           f"{str(exc.message)[:120]})")
+                    out["left"].append(f"{e['pod']}: {why}")
+        except Exception as exc:  # noqa: BLE001 - e.g. the lock lost: the drain evicts them
+            done = set(out["evicted"]) | {x.split(":", 1)[0] for x in out["left"]}
+            out["left"] += [f"{e['pod']}: not sent ({exc})"[:200] for e in self.chosen
+                            if e["pod"] not in done]
+        self._out = out
+
+    def line(self) -> str:
+        """The pods of this round, for the evacuation's Event ("" when none)."""
+        if not self.chosen:
+            return ""
+        verb = "would evict" if self.kube.check_mode else "evicting"
+        return (f"{verb} {len(self.chosen)} pod(s) ahead of Rancher's drain "
+                f"(PodDisruptionBudget): {', '.join(e['pod'] for e in self.chosen)}")
+
+    def result(self) -> dict[str, Any]:
+        """``{"evicted": [ns/name], "left": [ns/name: why], "skipped": why}`` once every
+        Eviction was answered (check mode: ``"would_evict"`` instead of ``"evicted"``)."""
+        if self.kube.check_mode:
+            return {"would_evict": [e["pod"] for e in self.chosen], "left": [],
+                    "skipped": self.skipped}
+        if self._thread is not None:
+            self._thread.join()
+        return dict(self._out or {"evicted": [], "left": [], "skipped": self.skipped})
+
+
+def start_round(kube: Kube, node: str, drain_value: str | None, *, cordoned: bool,
+                roles: list[str] | None = None) -> Round:
+    """A round of early evictions for ``node``: the pods :func:`select` picks under Rancher's
+    drain options ``drain_value`` (the pre-drain annotation), once the node is ``cordoned``,
+    their Evictions (policy/v1) started in a thread (:class:`Round`). Idempotent: an evicted
+    pod is gone or being deleted, and not picked again. Check mode sends nothing and says
+    what would be evicted (under the collection's own drain options, for ``roles``, while
+    Rancher has not written the node's)."""
     opts = drain_options(drain_value)
     if opts is None and kube.check_mode:
         opts = own_drain_options(roles or [])
-    out["skipped"] = not_early(opts)
-    if out["skipped"] or opts is None:
-        return out
+    why = not_early(opts)
+    if why or opts is None:
+        return Round(kube, node, [], None, why)
     if not cordoned and not kube.check_mode:
         # a replacement could be scheduled back onto the node
-        out["skipped"] = f"node {node} is not cordoned yet"
-        return out
+        return Round(kube, node, [], None, f"node {node} is not cordoned yet")
     pods = kube.list(*c.POD, field_selector=f"spec.nodeName={node}")
     chosen = select(pods, kube.list(*c.PDB), node, opts) if pods else []
-    if kube.check_mode:
-        return {"would_evict": [e["pod"] for e in chosen], "left": [], "skipped": ""}
     grace = opts.get("gracePeriod")
     # kubectl's drain helper sends the drain's grace period only when it is >= 0 (-1: the
     # pod's own terminationGracePeriodSeconds)
-    grace = int(grace) if isinstance(grace, int) and grace >= 0 else None
-    for e in chosen:
-        try:
-            kube.evict(e["name"], e["namespace"], grace)
-            out["evicted"].append(e["pod"])
-        except ApiError as exc:
-            if exc.status == 404:     # gone meanwhile: nothing left for the drain
-                continue
-            why = (f"PodDisruptionBudget {e['pdb']} allows no disruption now"
-                   if exc.status == 429 else f"eviction refused ({exc.status}: "
-                   f"{str(exc.message)[:120]})")
-            out["left"].append(f"{e['pod']}: {why}")
-    return out
+    return Round(kube, node, chosen, grace if isinstance(grace, int) and grace >= 0 else None)
+
+
+def evict_early(kube: Kube, node: str, drain_value: str | None, *, cordoned: bool,
+                roles: list[str] | None = None) -> dict[str, Any]:
+    """:func:`start_round` and its :meth:`Round.result`: one round, answered."""
+    return start_round(kube, node, drain_value, cordoned=cordoned, roles=roles).result()
 
 
 def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
@@ -191,24 +235,9 @@ def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
             "skipped": second.get("skipped") or first.get("skipped") or ""}
 
 
-def summary(res: dict[str, Any] | None) -> str:
-    """One line for the evacuation's Event and result ("" when nothing was tried)."""
-    if not res:
-        return ""
-    if res.get("would_evict"):
-        return (f"{len(res['would_evict'])} pod(s) to evict ahead of Rancher's drain "
-                f"(PodDisruptionBudget): {', '.join(res['would_evict'])}")
-    parts = []
-    if res.get("evicted"):
-        parts.append(f"{len(res['evicted'])} pod(s) evicted ahead of Rancher's drain "
-                     f"(PodDisruptionBudget): {', '.join(res['evicted'])}")
-    if res.get("left"):
-        parts.append(f"{len(res['left'])} left to Rancher's drain: {'; '.join(res['left'])}")
-    return "; ".join(parts)
-
-
 def short(res: dict[str, Any] | None) -> str:
-    """The counts of :func:`summary`, for a step's one-line detail ("" when none)."""
+    """A round's (or rounds') result in a few words, for a step's one-line detail ("" when
+    nothing was evicted, left or would be)."""
     if not res:
         return ""
     if res.get("would_evict"):
