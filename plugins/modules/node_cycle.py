@@ -42,6 +42,13 @@ description:
     latency instead of after the play's hand-over to the next host, which overlaps the OS
     install. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
     node outside I(play); a head start never fails the task or the plan.
+  - Once Rancher has cordoned the node, its workload pods that a PodDisruptionBudget would
+    make Rancher's drain wait for (controller-owned, outside the platform's namespaces, not
+    DaemonSet or VM launcher pods) are evicted through the eviction API before the VMs
+    migrate, and those still there once more after they are off (also in a head start, for
+    the node it starts). A budget's refusal (429) or any other failure leaves the pod to
+    Rancher's drain; nothing waits for a budget. Not done when Rancher's drain options say
+    C(enabled=false) or C(disableEviction=true) (C(pod_evictions), docs/node-upgrade.md).
   - On a deadline the module fails with C(awaited) and C(last_seen) (and the node/plan marked
     failed as the step modules do); C(steps) still lists what was done.
 author:
@@ -250,12 +257,20 @@ head_start:
     (VMs whose migration started), C(stopping) (VMs asked to stop), C(why) (why nothing or not
     everything was started or finished), C(answered) (its pre-drain answered here),
     C(migrated) (VMs this run's migrations moved off it, when answered), C(job) (its OS
-    upgrade Job when the head start created it).
+    upgrade Job when the head start created it), C(pod_evictions) (as below, for that node).
   returned: when a head start ran to its end
   type: dict
 evacuation:
   description: The evacuation decision per VM (as M(harvester.upgrade.vm_evacuate)).
   returned: when the evacuation step ran
+  type: dict
+pod_evictions:
+  description:
+    - Pods evicted ahead of Rancher's drain (as M(harvester.upgrade.vm_evacuate)) -
+      C(evicted) (ns/name), C(left) (ns/name and why they were left to Rancher's drain),
+      C(skipped) (why no pod was considered); in check mode C(would_evict) instead of
+      C(evicted).
+  returned: when the evacuation step evicted or considered pods
   type: dict
 api:
   description: Reads served from memory (C(hits)) and sent (C(lists), C(gets)) by the cycle.

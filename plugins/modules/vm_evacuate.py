@@ -30,6 +30,17 @@ description:
   - Before anything moves it waits (watch, deadline) until no attached Longhorn volume would
     lose its last healthy replica with the node and no PodDisruptionBudget forbids evicting a
     pod on the node.
+  - Once Rancher has cordoned the node, the pods on it that Rancher's drain would evict and
+    wait for because of a PodDisruptionBudget are evicted (C(policy/v1) Eviction, needs
+    C(create) on C(pods/eviction)) before the migrations start, and those still there once
+    more after they end. Only pods a ReplicaSet, StatefulSet or ReplicationController
+    recreates, outside the platform's namespaces (C(kube-system), C(cattle-*), C(fleet-*),
+    C(longhorn-system), C(harvester-system), ...), not DaemonSet, mirror or VM launcher pods,
+    selected by exactly one budget of their namespace, with C(emptyDir) data only when the
+    drain options allow deleting it. A 429 (the budget allows no disruption now) or any other
+    failure leaves the pod to Rancher's drain; nothing waits for a budget. Nothing is evicted
+    when Rancher's drain options for the node say C(enabled=false) (Rancher does not drain
+    it) or C(disableEviction=true) (its drain ignores budgets).
   - Each migration is followed by watch; a failed or hung one (no success within
     I(migration_timeout)) is retried on another target up to I(retries) times; after that the
     node is marked C(PreDrainFailed), the plan Failed, and the module fails naming the VMs and
@@ -91,7 +102,8 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
 notes:
-  - Check mode returns the evacuation plan (C(evacuation)) and changes nothing.
+  - Check mode returns the evacuation plan (C(evacuation)) and the pods it would evict
+    (C(pod_evictions)) and changes nothing.
 """
 
 EXAMPLES = r"""
@@ -130,6 +142,15 @@ shutdown:
   returned: always
   type: list
   elements: str
+pod_evictions:
+  description:
+    - Pods evicted ahead of Rancher's drain - C(evicted) (ns/name), C(left) (ns/name and why
+      they were left to Rancher's drain), C(skipped) (why no pod was considered, e.g. the
+      drain options or the node not cordoned yet).
+    - In check mode C(would_evict) (ns/name, under the collection's own drain options while
+      Rancher has not written the node's) instead of C(evicted).
+  returned: unless the node was already past its evacuation or I(shutdown_all)
+  type: dict
 mechanism:
   description:
     - How migrations are sent to their target, C(addedNodeSelector) or

@@ -79,6 +79,10 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     assert int(report["vm_migrations"]["total"]) == _bound(
         sim, start, running, order, plan["metadata"]["name"]), report["vm_migrations"]
     assert running <= nu.running_vms(sim)      # the shut-down VMs were restored
+    # the PDB-protected web-frontend pods went through the eviction API while the VMs
+    # migrated (node_pod_eviction), and no budget was violated (invariant_violations above)
+    ours = report["api_requests"]["by_user_agent_request"]["harvester-upgrade"]
+    assert ours.get("create /pods/eviction", 0) >= 1, ours
     _no_repeated_events_or_reads(sim, plan, order, mode)
     if mode == "steps":   # one task per step, no node_cycle call
         assert "Upgrade in one module call" not in res.output, res

@@ -366,6 +366,23 @@ class Kube:
 
         return self.on_resource(api_version, kind, send)
 
+    def evict(self, name: str, namespace: str, grace_period: int | None = None) -> None:
+        """Create a ``policy/v1`` Eviction for pod ``namespace/name`` (the ``pods/eviction``
+        subresource; ``grace_period``: its ``deleteOptions.gracePeriodSeconds``). Sent once:
+        the API server answers 429 while a PodDisruptionBudget allows no disruption, and a
+        retry here would be a wait on that budget; every refusal is raised as
+        :class:`ApiError` for the caller to judge."""
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if grace_period is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+
+        def send(res: Any) -> dict[str, Any]:
+            return call_with_retry(lambda: _raw(res.eviction.create, body=body, name=name,
+                                                namespace=namespace), attempts=1)
+
+        self.on_resource("v1", "Pod", send)
+
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the whole object; its resourceVersion makes it conditional (409 when stale)."""
         res = self.resource(obj["apiVersion"], obj["kind"])

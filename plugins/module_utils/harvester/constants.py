@@ -57,6 +57,14 @@ FLEET_NS = "fleet-local"
 LONGHORN_NS = "longhorn-system"
 EVENT_NS = "default"
 RANCHER_CLUSTER_NAME = "local"
+# Namespaces of the platform itself (Kubernetes, Rancher, Fleet, Longhorn, Harvester, KubeVirt,
+# CDI): their pods stay Rancher's drain's business (node_pod_eviction), e.g. Longhorn's
+# instance-manager PDBs, which the pre-drain script waits on first. Plus every namespace with
+# one of SYSTEM_NAMESPACE_PREFIXES (Rancher's cattle-*-system, Fleet's fleet-*).
+SYSTEM_NAMESPACES = frozenset({
+    "kube-system", "kube-public", "kube-node-lease", UPGRADE_NS, "harvester-public",
+    LONGHORN_NS, "kubevirt", "cdi", "local"})
+SYSTEM_NAMESPACE_PREFIXES = ("cattle-", "fleet-")
 SERVER_VERSION_SETTING = "server-version"
 
 TOOLKIT_IMAGE_REPO = "rancher/harvester-upgrade-toolkit"

@@ -378,6 +378,13 @@ class CycleKube(Kube):
                            lambda: super(CycleKube, self).patch(api_version, kind, name, patch,
                                                                 namespace, subresource))
 
+    def evict(self, name: str, namespace: str, grace_period: int | None = None) -> None:
+        # the pod is marked deleted and its PodDisruptionBudget's status written: both kinds
+        # are read afresh (the answer is a Status, no resourceVersion to wait for)
+        self.forget(*c.PDB)
+        self._write(*c.POD, lambda: super(CycleKube, self).evict(name, namespace,
+                                                                 grace_period))
+
     def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._write(obj["apiVersion"], obj["kind"],  # type: ignore[no-any-return]
                            lambda: super(CycleKube, self).replace_status(obj))

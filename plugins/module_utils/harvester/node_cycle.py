@@ -33,6 +33,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_head_start,
     node_hooks,
     node_job,
+    node_pod_eviction,
     node_restore,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -128,7 +129,14 @@ def _evac_text(res: dict[str, Any]) -> str:
     text = f"{len(migrated)} migrated, {len(res.get('shutdown') or [])} shut down"
     if not migrated and plan.get("migrate"):
         text += f" ({len(plan['migrate'])} planned)"
-    return text
+    pods = node_pod_eviction.short(res.get("pod_evictions"))
+    return text + (f", {pods}" if pods else "")
+
+
+def _check_text(res: dict[str, Any]) -> str:
+    pods = node_pod_eviction.short(res.get("pod_evictions"))
+    return (f"would migrate {len((res.get('plan') or {}).get('migrate') or [])}, "
+            f"shut down {len(res.get('shutdown') or [])}" + (f", {pods}" if pods else ""))
 
 
 def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> dict[str, Any]:
@@ -153,9 +161,9 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
     if kube.check_mode:   # the steps in check mode only read; the node entry says the rest
         ev = cycle.run("evacuate", kube, lambda: node_evacuation.evacuate(
             kube, writer, node, target_aware=p.target_aware, shutdown_all=p.single_node),
-            lambda r: f"would migrate {len((r.get('plan') or {}).get('migrate') or [])}, "
-                      f"shut down {len(r.get('shutdown') or [])}")
+            _check_text)
         result["evacuation"] = ev.get("plan")
+        result["pod_evictions"] = ev.get("pod_evictions") or {}
         return result
     for step in order.path(p.single_node):
         if step.resume_skip and result["passed"]:
@@ -217,6 +225,8 @@ def _evacuate(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     result["evacuation"] = res.get("plan")
     result["migrated"] = res.get("migrated") or []
     result["shutdown"] = res.get("shutdown") or []
+    if res.get("pod_evictions"):
+        result["pod_evictions"] = res["pod_evictions"]
     return False
 
 
@@ -350,5 +360,6 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
         cycle.steps[-1]["detail"] = f"nothing more started ({exc}"[:280] + \
             "); the next node's own cycle evacuates it"
         return
-    keys = ("next", "started", "stopping", "why", "answered", "migrated", "job")
+    keys = ("next", "started", "stopping", "why", "answered", "migrated", "job",
+            "pod_evictions")
     result["head_start"] = {k: res.get(k) for k in keys}

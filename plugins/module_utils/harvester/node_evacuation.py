@@ -15,6 +15,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     migration_target as mt,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_pod_eviction as pe,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_states,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
@@ -102,6 +105,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["mechanism"] = mechanism["mechanism"]
         result["mechanism_why"] = mechanism["why"]
     if kube.check_mode:
+        if not shutdown_all:
+            result["pod_evictions"] = _evictions(kube, node, fact).result()
         return result
     if not shutdown_all:
         try:
@@ -118,12 +123,21 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
-    if p.migrate or p.shutdown:
-        plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""))
+    # Rancher has cordoned the node (it sets the pre-drain after the cordon): the pods a
+    # PodDisruptionBudget would make its drain wait for are evicted now, beside the
+    # migrations (node_pod_eviction); the head start too, the node it starts being cordoned
+    first = _evictions(kube, node, fact) if not shutdown_all else None
+    early = first.line() if first else ""
+    if p.migrate or p.shutdown or early:
+        plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""), early)
     if start_only:
-        return _start_evacuation(kube, writer, node, p, nodes, result,
-                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism,
-                                 feed=feed)
+        out = _start_evacuation(kube, writer, node, p, nodes, result,
+                                shutdown_timeout=shutdown_timeout, mechanism=mechanism,
+                                feed=feed)
+        if first is not None:
+            out["pod_evictions"] = first.result()
+            out["changed"] |= bool(out["pod_evictions"]["evicted"])
+        return out
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
@@ -135,7 +149,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
             raise NodeLoopError(msg)
     else:
         no_shutdown_event(writer, node)
-    if shutdown_all:
+    if shutdown_all or first is None:
         return result
     # 2./3. taint + migrations. Target-aware: our own targeted migrations first, then the
     # taint (Rancher cordoned the node already, so nothing lands back meanwhile; tainting
@@ -151,6 +165,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                     migration_timeout=migration_timeout, timeout=timeout,
                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
+    done = first.result()
+    # the rest, now that the first replacements had the migrations' time to be Ready
+    again = _evictions(kube, node, fact)
     count_ours(kube, writer, node, result)
     # the VMs shut down for this node earlier (a head start asked them to stop) count too
     result["shutdown"] = sorted(set(result["shutdown"]) | set(restore_entries(kube, writer,
@@ -163,13 +180,25 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         msg = f"VMs still running on {node} after evacuation: {', '.join(sorted(left))}"
         writer.fail_node(node, "PreDrainFailed", "EvacuationIncomplete", msg)
         raise NodeLoopError(msg)
+    result["pod_evictions"] = pe.merge(done, again.result())
+    result["changed"] |= bool(result["pod_evictions"]["evicted"])
     return result
 
 
-def plan_event(writer: PlanWriter, node: str, p: ev.EvacuationPlan, mechanism: str) -> None:
+def _evictions(kube: Kube, node: str, fact: dict[str, Any]) -> pe.Round:
+    """:func:`node_pod_eviction.start_round` for ``node`` (``fact``: its
+    :func:`cluster_facts` entry: Rancher's drain options, cordoned or not)."""
+    return pe.start_round(kube, node, fact.get("pre_drain"),
+                          cordoned=bool(fact.get("unschedulable")), roles=fact.get("roles"))
+
+
+def plan_event(writer: PlanWriter, node: str, p: ev.EvacuationPlan, mechanism: str,
+               pods: str = "") -> None:
     """One ``VMEvacuationStarted`` Event per evacuation: where each VM goes and why, which
     are shut down and why (the migrations themselves are the VMIM objects, labelled with the
-    plan and the node; a retry gets its own ``VMMigrationStarted``)."""
+    plan and the node; a retry gets its own ``VMMigrationStarted``), and ``pods``: the line
+    saying which pods are evicted ahead of Rancher's drain
+    (:meth:`node_pod_eviction.Round.line`)."""
     moves = [f"{m.vm.key} to {m.target or 'a node the scheduler chooses'} ({m.why})"
              for m in p.migrate]
     stops = [f"{s.vm.key} ({s.reason})" for s in p.shutdown]
@@ -177,9 +206,11 @@ def plan_event(writer: PlanWriter, node: str, p: ev.EvacuationPlan, mechanism: s
            + (f" through {mechanism}" if mechanism and moves else "")
            + (f": {'; '.join(moves)}" if moves else "")
            + (f"; {len(stops)} to shut down: {'; '.join(stops)}" if stops else ""))
-    if len(msg) > 1000:   # client-go's recorder truncates at 1024
-        msg = msg[:990].rsplit(";", 1)[0] + "; ..."
-    writer.event("VMEvacuationStarted", msg)
+    pods = pods[:300]
+    room = 1000 - (len(pods) + 2 if pods else 0)   # client-go's recorder truncates at 1024
+    if len(msg) > room:
+        msg = msg[:room - 10].rsplit(";", 1)[0] + "; ..."
+    writer.event("VMEvacuationStarted", msg + (f"; {pods}" if pods else ""))
 
 
 def _plan_for(node: str, vms: list[ev.VmView], nodes: list[ev.NodeView], *, single: bool,

@@ -12,6 +12,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_pod_eviction as pe,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
 )
@@ -86,7 +89,8 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated",
     "job"}``."""
     out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
-                           "stopping": [], "answered": False, "migrated": [], "job": ""}
+                           "stopping": [], "answered": False, "migrated": [], "job": "",
+                           "pod_evictions": {}}
     plan = writer.refresh()
     check_phase(plan)
     facts = cluster_facts(kube, plan, light=True)
@@ -101,7 +105,8 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
             ann = secret_ann(sec)
             if f and f["name"] != node and ann.get(no.PRE_DRAIN) and \
                     ann.get(pre_hook) != ann.get(no.PRE_DRAIN):
-                return {"node": f["name"], "secret": f["machine_plan_secret"]}
+                return {"node": f["name"], "secret": f["machine_plan_secret"],
+                        "drain": ann.get(no.PRE_DRAIN)}
         return None
 
     try:
@@ -128,34 +133,39 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
+    out["pod_evictions"] = res.get("pod_evictions") or {}
     out["why"] = res.get("deferred") or res.get("skipped") or res.get("partial") or ""
     if finish > 0 and not out["why"]:
         fin = finish_head_start(kube, writer, nxt, found["secret"],
                                 max(0.0, finish - (time.monotonic() - began)),
-                                stopped=bool(out["stopping"]))
+                                stopped=bool(out["stopping"]), drain=found["drain"])
         out["changed"] |= fin["changed"]
         out.update(answered=fin["answered"], migrated=fin["migrated"], why=fin["why"],
                    job=fin["job"])
+        if fin["pod_evictions"]:
+            out["pod_evictions"] = pe.merge(out["pod_evictions"], fin["pod_evictions"])
     return out
 
 
 def head_start_text(r: dict[str, Any]) -> str:
     """One line saying what :func:`head_start` (or :func:`first_head_start`) did."""
     done = ""
+    pods = pe.short(r.get("pod_evictions"))
     if r.get("answered"):
         done = "its pre-drain answered" + (", its OS upgrade started" if r.get("job") else "")
     if r.get("started") or r.get("stopping"):
         return (f"{len(r['started'])} migration(s) started off {r['next']}, "
                 f"{len(r['stopping'])} VM(s) asked to stop"
+                + (f"; {pods}" if pods else "")
                 + (f"; {len(r['migrated'])} migrated, {done}" if done else "")
                 + (f" ({r['why']})" if r.get("why") else ""))
     if done:
-        return f"nothing to move off {r['next']}; {done}"
+        return f"nothing to move off {r['next']}; " + (f"{pods}; " if pods else "") + done
     return f"nothing started{' for ' + r['next'] if r.get('next') else ''}: {r['why']}"
 
 
 def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, timeout: float,
-                      *, stopped: bool = False) -> dict[str, Any]:
+                      *, stopped: bool = False, drain: str | None = None) -> dict[str, Any]:
     """The end of ``node``'s evacuation after :func:`head_start` started it (``secret``: its
     machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
     on the node, then — Longhorn and the PDBs allowing it now, the plan still in
@@ -164,11 +174,13 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     left, start its OS upgrade once Rancher drained it (:func:`_start_os_upgrade`). Gives up,
     changing nothing, when time runs out, when one of this run's migrations off the node
     failed (the node's own cycle retries it, counting the attempt) or when a check would make
-    the evacuation wait; never fails the plan.
+    the evacuation wait; never fails the plan. Before the taint, the second round of
+    :func:`node_pod_eviction.evict_early` under Rancher's drain options ``drain`` (the node's
+    pre-drain value), as the node's own evacuation does after its migrations.
 
-    Returns ``{"changed", "answered", "migrated", "why", "job"}``."""
+    Returns ``{"changed", "answered", "migrated", "why", "job", "pod_evictions"}``."""
     out: dict[str, Any] = {"changed": False, "answered": False, "migrated": [], "why": "",
-                           "job": ""}
+                           "job": "", "pod_evictions": {}}
     deadline = time.monotonic() + timeout
     run = run_id()
     labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
@@ -201,6 +213,16 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     check_phase(writer.refresh())
     if node in paused_nodes(writer.plan):   # paused meanwhile: its own cycle holds it
         return {**out, "why": f"{node} was paused (pauseNodes) meanwhile"}
+    # after the checks (the PDB check above must not count what this round evicts), sent
+    # beside the taint and the pre-drain Job, answered before the hook answer
+    n = kube.get("v1", "Node", node) or {}
+    rnd = pe.start_round(kube, node, drain,
+                         cordoned=bool((n.get("spec") or {}).get("unschedulable")))
+
+    def ended(**why: Any) -> dict[str, Any]:
+        res = rnd.result()
+        return {**out, "pod_evictions": res, "changed": out["changed"] or bool(res["evicted"]),
+                **why}
     out["changed"] = taint_node(kube, node)
     if not stopped:   # as evacuate() says when nothing had to stop
         no_shutdown_event(writer, node)
@@ -208,13 +230,14 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                             fail=False)
     out["changed"] |= bool(job["changed"])
     if not job["complete"]:
-        return {**out, "why": f"pre-drain Job of {node} not done in time; its own cycle "
-                              f"waits for it ({job.get('why') or 'running'})"[:300]}
+        return ended(why=f"pre-drain Job of {node} not done in time; its own cycle waits for "
+                         f"it ({job.get('why') or 'running'})"[:300])
     try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
         wait_nodes_ready(kube, node, 0)
         wait_volumes_safe(kube, node, 0)
     except WaitTimeout as exc:
-        return {**out, "why": f"left to {node}'s own cycle: {exc}"[:300]}
+        return ended(why=f"left to {node}'s own cycle: {exc}"[:300])
+    out = ended()
     ans = answer_hook(kube, writer, node, "pre-drain")
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")
