@@ -57,6 +57,11 @@ plan:
   description: Plan name.
   returned: always
   type: str
+lock_released:
+  description: The run's upgrade lock was released once the plan was Succeeded (nothing of
+    the run writes after Finalize; the playbook's last play then has nothing to release).
+  returned: when the plan was marked Succeeded
+  type: bool
 status:
   description: C(completed), C(verified), C(not_reached) or C(no_plan).
   returned: always
@@ -150,6 +155,8 @@ def main() -> None:
             out["actions"].append(f"removed finalizer {plan_cleanup.FINALIZER}")
         if rel != "failed":
             writer.update(lambda s: plan_status.succeed(s, writer.now(), writer.generation))
+            # the run writes nothing after this: the lock goes now, not one play later
+            out["lock_released"] = lock.release_held(kube)
         out.update(changed=writer.changed or bool(out["actions"]), status="completed",
                    proceed=True, events=writer.recorder.emitted,
                    current_phase=writer.status.get("currentPhase"))

@@ -144,6 +144,7 @@ class Journey:
     replenish_written: list[str] = field(default_factory=list)   # every change of the value
     progressing_messages: list[str] = field(default_factory=list)   # as written, in order
     cluster_at_cluster_upgraded: dict[str, Any] = field(default_factory=dict)
+    finish_audit: list[dict[str, Any]] = field(default_factory=list)   # the last run's requests
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -240,8 +241,11 @@ def journey() -> Iterator[Journey]:
             j.cluster_at_cluster_upgraded = sim.world.client.get(
                 "provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")["spec"]
             j.kubectl_table = kubectl(sim, "get", "upgradeplans").stdout
-            # and the rest of the upgrade: node loop, ImageCleanup, Finalize
+            # and the rest of the upgrade: node loop, ImageCleanup, Finalize (audited: who
+            # released the lock)
+            sim.server.audit = []
             step("finish")
+            j.finish_audit, sim.server.audit = list(sim.server.audit), None
         yield j
 
 
@@ -438,6 +442,18 @@ def test_whole_upgrade_succeeds_like_the_toolkit_example(journey: Journey) -> No
     for vm in sim.world.client.list("kubevirt.io/v1", "VirtualMachine"):
         assert "harvester-upgrade.harvesterhci.io/restoring-for-node" not in (
             vm["metadata"].get("annotations") or {}), vm["metadata"]["name"]
+
+
+def test_finalize_releases_the_lock_once_the_plan_succeeded(journey: Journey) -> None:
+    """Nothing of the run writes after Finalize: it deletes the Lease itself, and the
+    playbook's last play (upgrade_lock state=released) has nothing left to do."""
+    lease = [(e["verb"], e["userAgent"]) for e in journey.finish_audit
+             if e["objectRef"].get("resource") == "leases"]
+    assert ("delete", "harvester-upgrade/finalize") in [
+        (v, ua.split(" ")[0]) for v, ua in lease], lease
+    assert not [ua for _, ua in lease if ua.startswith("harvester-upgrade/upgrade_lock")], lease
+    assert journey.sim.world.client.try_get("coordination.k8s.io/v1", "Lease",
+                                            "harvester-upgrade-lock", "harvester-system") is None
 
 
 def test_finalize_cleans_up_like_the_toolkit(journey: Journey) -> None:

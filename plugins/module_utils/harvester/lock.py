@@ -22,9 +22,10 @@ docs/resilience.md:
   the module raises :class:`lock_fence.LockLost` (the fence in ``client``) and the module is
   failed at once, naming the lock. A lease deleted by hand is created again at once (as
   client-go does) unless another run created it first, in which case this run stops;
-* a module that fails releases the lease; the playbook's last play releases it after a run
-  that ended normally. Release deletes with preconditions (uid and resourceVersion), so it
-  never deletes a lease another run took meanwhile.
+* a module that fails releases the lease; Finalize releases it once the plan is Succeeded
+  (:func:`release_held`: nothing of the run writes after it); the playbook's last play
+  releases it after any other run that ended normally. Release deletes with preconditions
+  (uid and resourceVersion), so it never deletes a lease another run took meanwhile.
 
 The parts: :mod:`lock_run` (the run's identity and token, whether a holder's run is gone),
 :mod:`lock_lease` (the Lease protocol: decide, observe, acquire, release), :mod:`lock_fence`
@@ -100,6 +101,16 @@ def module_ended() -> None:
     """The running module returned (its result is made): a loss is no longer its failure."""
     global _active
     _active = None
+
+
+def release_held(kube: Kube) -> bool:
+    """The run's work is over (Finalize has marked the plan Succeeded): stop renewing and
+    delete the lease now, as a failing module does, instead of leaving it to the playbook's
+    last play. False when this module does not hold it (check mode, lost)."""
+    if _holding is None or _holding.lost is not None:
+        return False
+    _holding.stop()
+    return release(kube, identity())
 
 
 def _abandon() -> None:
