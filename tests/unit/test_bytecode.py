@@ -126,7 +126,7 @@ def test_packages_redirects_and_other_collections_stay_with_ansible_core(tree: P
     assert not list((tree / "ansible_collections/ns/other").rglob("__pycache__"))
 
 
-def test_in_process_puts_the_finder_first_once() -> None:
+def test_in_process_installs_the_finder_once() -> None:
     in_process = pytest.importorskip(
         "ansible_collections.harvester.upgrade.plugins.plugin_utils.in_process")
     finders = [f for f in sys.meta_path if isinstance(f, in_process.bytecode.CachedSourceFinder)]
