@@ -90,6 +90,16 @@ class CachedSourceFinder(MetaPathFinder):
 
 
 def install() -> None:
-    """Put a :class:`CachedSourceFinder` first in ``sys.meta_path`` (once per process)."""
-    if not any(isinstance(f, CachedSourceFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, CachedSourceFinder())
+    """Put a :class:`CachedSourceFinder` just in front of ansible-core's collection finder in
+    ``sys.meta_path``, once per process; nothing when that finder is not installed (then
+    ansible-core does not load the collection). Not necessarily first: what is in front of
+    ansible-core's finder stays there (ansible-test's import check puts its own first)."""
+    if any(isinstance(f, CachedSourceFinder) for f in sys.meta_path):
+        return
+    collection_finder = AnsibleCollectionConfig.collection_finder
+    if collection_finder is None:
+        return
+    for index, finder in enumerate(sys.meta_path):
+        if finder is collection_finder:
+            sys.meta_path.insert(index, CachedSourceFinder())
+            return

@@ -126,11 +126,37 @@ def test_packages_redirects_and_other_collections_stay_with_ansible_core(tree: P
     assert not list((tree / "ansible_collections/ns/other").rglob("__pycache__"))
 
 
-def test_in_process_installs_the_finder_once() -> None:
-    in_process = pytest.importorskip(
-        "ansible_collections.harvester.upgrade.plugins.plugin_utils.in_process")
-    finders = [f for f in sys.meta_path if isinstance(f, in_process.bytecode.CachedSourceFinder)]
-    assert len(finders) == 1
-    in_process.bytecode.install()
-    assert [f for f in sys.meta_path
-            if isinstance(f, in_process.bytecode.CachedSourceFinder)] == finders
+INSTALL = textwrap.dedent("""
+    import json, sys
+    from importlib.abc import MetaPathFinder
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bytecode_under_test", sys.argv[2])
+    bytecode = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bytecode)
+    empty = len(sys.meta_path)
+    bytecode.install()                      # no collection finder yet: nothing
+    nothing = len(sys.meta_path) == empty
+    _AnsibleCollectionFinder(paths=[sys.argv[1]], scan_sys_paths=False)._install()
+    class First(MetaPathFinder):            # as ansible-test's import check does
+        def find_spec(self, *args):
+            return None
+    sys.meta_path.insert(0, First())
+    bytecode.install()
+    bytecode.install()
+    print(json.dumps({"nothing": nothing,
+                      "names": [type(f).__name__ for f in sys.meta_path[:3]],
+                      "count": sum(isinstance(f, bytecode.CachedSourceFinder)
+                                   for f in sys.meta_path)}))
+""")
+
+
+def test_install_puts_the_finder_just_before_ansible_cores_once(tree: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", INSTALL, str(tree),
+         str(ROOT / "plugins" / "plugin_utils" / "bytecode.py")],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["nothing"] and got["count"] == 1, got
+    assert got["names"] == ["First", "CachedSourceFinder", "_AnsibleCollectionFinder"], got
