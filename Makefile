@@ -13,10 +13,10 @@ PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: venv venv-oldest upgrade test test-sim test-unit test-integration lint sanity importer changelog \
+.PHONY: venv bytecode venv-oldest upgrade test test-sim test-unit test-integration lint sanity importer changelog \
 	ee-context molecule build bench chaos faults toolkit-peer clean
 
-venv: $(STAMP) $(COLLECTION_LINK)
+venv: $(STAMP) $(COLLECTION_LINK) bytecode
 
 $(STAMP): requirements-dev.txt requirements.txt simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ $(STAMP): requirements-dev.txt requirements.txt simulator/pyproject.toml
 $(COLLECTION_LINK):
 	mkdir -p ansible_collections/harvester
 	ln -sfn ../.. $(COLLECTION_LINK)
+
+# The bytecode of the collection's Python, as pip writes it for an installed package:
+# ansible-playbook then loads module_utils and the modules from it instead of compiling each
+# on every run (plugins/plugin_utils/bytecode.py). Python writes it on the first run anyway,
+# except under PYTHONDONTWRITEBYTECODE; only out-of-date files are compiled again.
+bytecode: | $(STAMP)
+	$(BIN)/python -m compileall -q plugins
 
 # SIM_WITHOUT=NAME[,NAME] leaves simulated controllers out; SUC_BIN=PATH runs a real
 # system-upgrade-controller binary in place of the simulated one (docs/real-controllers.md).

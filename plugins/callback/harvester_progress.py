@@ -54,6 +54,13 @@ from typing import Any  # noqa: E402
 
 from ansible.plugins.callback import CallbackBase  # noqa: E402
 
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import bytecode  # noqa: E402
+
+# ansible-playbook loads this plugin before anything else of the collection: what it imports
+# below, and everything the collection imports later, from cached bytecode
+# (plugin_utils/bytecode.py; in_process does the same when this callback is not enabled)
+bytecode.install()
+
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import (  # noqa: E402
     status_lines,
 )

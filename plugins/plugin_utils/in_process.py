@@ -40,6 +40,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import module_factory
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import bytecode
 
 # loaded here, in ansible-playbook, so that every worker forked from it has them already
 # (the reason this runner saves time): the Kubernetes client and every module of the
@@ -56,6 +57,9 @@ LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
 
 
 def _preload() -> None:
+    # with cached bytecode (plugin_utils/bytecode.py: ansible-core's collection loader
+    # compiles every file from source), here and in the workers' later imports
+    bytecode.install()
     for name in ("kubernetes.client", "kubernetes.dynamic", MODULES):
         try:
             importlib.import_module(name)
