@@ -163,6 +163,18 @@ options:
       - C(0) - only start the evacuation.
     type: int
     default: 30
+  then:
+    description:
+      - For the play's last node (no other node of I(play) left). Once it is done, complete
+        NodeUpgrade (as M(harvester.upgrade.node_gate) I(step=finish) does, which then finds it
+        done) and start the phases listed, as the C(then) option of the phase modules (doc
+        fragment C(harvester.upgrade.phase), filter P(harvester.upgrade.phase_chain#filter);
+        C(image_cleanup), its Plan created and its wait left to its own task). Nothing is
+        completed or started while nodes outside the play are still to do. Checked before
+        anything is done.
+    type: list
+    elements: dict
+    default: []
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
@@ -293,6 +305,11 @@ last_seen:
   description: On a deadline, the last state seen.
   returned: failure
   type: str
+finished:
+  description: With I(then), on the play's last node - C(phase) (C(NodeUpgraded) once
+    completed), C(pending) (nodes still to do) and C(started) (what I(then) started).
+  returned: with I(then), on the play's last node
+  type: dict
 """
 
 from typing import Any
@@ -301,6 +318,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     cycle_kube,
     node_cycle,
     node_module,
+    phase_table,
+    phases,
+    pipeline,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
@@ -326,17 +346,22 @@ def main() -> None:
         restore_fail_on_error={"type": "bool", "default": False},
         play={"type": "list", "elements": "str", "default": []},
         head_start={"type": "bool", "default": True},
+        then={"type": "list", "elements": "dict", "default": []},
         **{k: {"type": "int", "default": v} for k, v in INT_OPTIONS.items()},
     )
     module = node_module.new_module(spec)
     p = module.params
     if p["concurrency"] < 1 or p["retries"] < 0:
         module.fail_json(msg="concurrency must be >= 1 and retries >= 0")
+    try:
+        pipeline.chain_items(p, phases.get("NodeUpgrade"), phase_table.TABLE)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     params = node_cycle.Params(
         node=p["node"], batch=list(p["batch"] or []), single_node=p["single_node"],
         target_aware=p["target_aware"], restore=p["restore"],
         restore_fail_on_error=p["restore_fail_on_error"], play=list(p["play"] or []),
-        head_start=p["head_start"],
+        head_start=p["head_start"], then=list(p["then"] or []),
         **{k: p[k] for k in INT_OPTIONS})
     cycle = node_cycle.Cycle(p["node"])
 

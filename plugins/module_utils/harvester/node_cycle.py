@@ -33,8 +33,12 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_head_start,
     node_hooks,
     node_job,
+    node_phase,
     node_pod_eviction,
     node_restore,
+    phase_table,
+    phases,
+    pipeline,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_step_order as order,
@@ -75,6 +79,9 @@ class Params:
     head_start: bool = True
     head_start_wait: int = 10
     head_start_finish: int = 30
+    # what the play's last node starts after NodeUpgrade's completion (the then option:
+    # pipeline.chain_items of NodeUpgrade, checked by the module before anything runs)
+    then: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -335,6 +342,8 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
         cycle.skip("head start", "no other node of the play is left to upgrade")
         result["restoring"] = started["starting"]
         result["restored"], result["failed"] = started["restored"], started["failed"]
+        if p.then:
+            _finish_phase(kube, writer, p, cycle, result)
         return
     if started["scheduled"]:
         _head_start(kube, writer, p, cycle, result)
@@ -344,6 +353,36 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     res = cycle.run("restore", kube, lambda: _restored(p, node_restore.await_restores(
         kube, writer, node, started, timeout=p.restore_timeout)), _restore_text)
     result["restored"], result["failed"] = res["restored"], res["failed"]
+
+
+def _finish_phase(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
+                  result: dict[str, Any]) -> None:
+    """The play's last node is done: NodeUpgrade's completion, as the play after the node loop
+    makes it (node_gate ``step=finish``, which then finds it done), and the phases the run
+    starts after it (``then``: ImageCleanup's Plan), one module call earlier. Nodes outside
+    the play still to do (``--limit``): nothing is completed or started."""
+    chain = pipeline.chain_items({"then": p.then}, phases.get("NodeUpgrade"), phase_table.TABLE)
+
+    def finish() -> dict[str, Any]:
+        res = node_phase.finish_phase(kube, writer, p.release_timeout)
+        if res["phase"] == "NodeUpgraded" and chain:
+            try:
+                res["started"] = pipeline.start_chain(
+                    kube, writer, {"timeout": p.release_timeout}, chain, phase_table.TABLE)
+            except pipeline.PhaseFailed as exc:
+                writer.fail(str(exc))
+                raise NodeLoopError(str(exc)) from exc
+        return res
+
+    def text(r: dict[str, Any]) -> str:
+        if r["phase"] != "NodeUpgraded":
+            return f"NodeUpgrade not complete: {', '.join(r.get('pending') or [])} still to do"
+        started = ", ".join(f"{s['phase']} {s['status']}" for s in r.get("started") or [])
+        return "NodeUpgraded" + (f"; {started}" if started else "")
+
+    res = cycle.run("finish", kube, finish, text)
+    result["finished"] = {"phase": res["phase"], "pending": res.get("pending") or [],
+                          "started": res.get("started") or []}
 
 
 def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
