@@ -111,6 +111,8 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     assert "its pre-drain answered" in flat, res
     assert re.search(r"already past evacuation \((PreDrained|PostDraining)\): \d+ migrated",
                      flat), res
+    if mode == "node":   # the play's last node completed NodeUpgrade and started ImageCleanup
+        assert "finish done" in flat and "NodeUpgraded; ImageCleanup started" in flat, res
 
 
 def _no_repeated_events_or_reads(sim: Any, plan: dict[str, Any], order: list[str],
