@@ -83,6 +83,41 @@ def test_clock_never_goes_backwards_across_ticks(wall: _Wall) -> None:
                                        0.001]) + 0.1) * 300.0
 
 
+def test_clock_is_monotonic_across_threads_while_it_ticks_and_holds() -> None:
+    """Readers on several threads, serialised by a lock (so the log is in real-time order),
+    while another thread ticks irregularly, with pauses longer than the lead (holds)."""
+    c = Clock(300.0, lead=0.01)
+    log: list[float] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            with lock:
+                log.append(c.now())
+            time.sleep(0.0002)
+
+    def ticker() -> None:
+        pauses = [0.001, 0.03, 0.0, 0.004, 0.05, 0.002, 0.02]
+        i = 0
+        while not stop.is_set():
+            c.tick()
+            time.sleep(pauses[i % len(pauses)])
+            i += 1
+
+    threads = [threading.Thread(target=reader, daemon=True) for _ in range(3)]
+    threads.append(threading.Thread(target=ticker, daemon=True))
+    for t in threads:
+        t.start()
+    time.sleep(0.6)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    assert len(log) > 100
+    assert log == sorted(log)
+    assert c.holds > 0
+
+
 def test_clock_rejects_a_bad_lead() -> None:
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="lead"):
