@@ -235,6 +235,9 @@ def summarize(run: Run) -> dict[str, Any]:
         "sim_peak_rss_mb": round(run.sim_peak_rss_mb, 1), "sim_cpu_s": round(run.sim_cpu_s, 1),
         "sim_boot_s": round(run.boot_s, 2),
         "invariant_violations": invariant_violations(run),
+        # wall seconds the simulator's clock stood still because its runtime stalled
+        "clock_held_s": run.report.get("clock_held_s"),
+        "clock_longest_hold_s": run.report.get("clock_longest_hold_s"),
         "out": run.out,
         "_hook_samples": hooks,
     }
@@ -589,7 +592,9 @@ def table(latest: dict[str, Any], runs: dict[str, dict[str, Any]], mig_label: st
         row(f"6 simulator cost, {scenario}", f"{k} x{h['speed']:g} + sim_scale",
             f"peak RSS {peak:.0f} MB, {h['sim_cpu_s']:.0f} CPU-s in the upgrade; boot "
             f"{_fmt(idle.get('ready_s'), ' s')} ({_fmt(idle.get('ready_cpu_s'), ' CPU-s')}), "
-            f"idle RSS {_fmt(idle.get('rss_mb'), ' MB')}",
+            f"idle RSS {_fmt(idle.get('rss_mb'), ' MB')}; clock held "
+            f"{_fmt(h.get('clock_held_s'), ' s')} (longest "
+            f"{_fmt(h.get('clock_longest_hold_s'), ' s')})",
             f"RSS <= {rss[scenario]:.0f} MB{_mark(peak, rss[scenario])}")
     small = max([r["sim_peak_rss_mb"] for r in runs.values() if r["scenario"] not in BIG] +
                 [float(v.get("peak_rss_mb") or 0) for k, v in scale.items() if k not in BIG] +

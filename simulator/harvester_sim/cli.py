@@ -3,7 +3,8 @@
 ``harvester-sim serve --scenario NAME|FILE --kubeconfig PATH [--port N] [--speed X]
 [--report FILE] [--seed N] [--sa-token NS/NAME[=PATH]]...`` builds the world, starts the API
 server on 127.0.0.1, writes the kubeconfig only once the server answers, runs until
-SIGTERM/SIGINT, then writes the JSON report and exits 0. ``--sa-token`` creates the
+SIGTERM/SIGINT, then writes the JSON report, prints how long the simulated clock was held
+(the runtime stalled; ``harvester_sim/clock.py``) and exits 0. ``--sa-token`` creates the
 ServiceAccount when missing and writes a kubeconfig with a bound token for it (default path:
 ``<kubeconfig>-<ns>-<name>``); what it may do is up to the cluster's RBAC objects.
 ``harvester-sim report FILE`` renders a report written by ``serve``.
@@ -92,6 +93,11 @@ def _serve(args: argparse.Namespace) -> int:
         report = _report(world, server)
         server.stop()
         world.stop()
+        if "clock_held_s" in report:
+            print(f"harvester-sim: stopped after {report.get('simulated_duration_s')} "
+                  f"simulated s in {report.get('wall_duration_s')} wall s; clock held "
+                  f"{report['clock_held_s']} s ({report.get('clock_holds')} holds, longest "
+                  f"{report.get('clock_longest_hold_s')} s)", file=sys.stderr, flush=True)
         if args.report:
             Path(args.report).parent.mkdir(parents=True, exist_ok=True)
             Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

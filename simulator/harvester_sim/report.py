@@ -50,6 +50,7 @@ def build(world: Any) -> dict[str, Any]:
         "vms": len(scn.get("vms") or []),
         "simulated_duration_s": round(world.clock.now(), 3),
         "wall_duration_s": round(world.clock.wall_elapsed(), 3),
+        **clock_holds(world.clock),
         "invariant_violations": _jsonable(violations),
         "invariants": _jsonable(invariants),
         "vm_migrations": vm_migrations(world, timeline, mon),
@@ -63,6 +64,14 @@ def build(world: Any) -> dict[str, Any]:
         "unmodelled_programs": unmodelled_programs(world),
         "timeline": _jsonable(timeline),
     }
+
+
+def clock_holds(clock: Any) -> dict[str, Any]:
+    """``clock_held_s`` (wall seconds the clock stood still because the simulator's runtime
+    stalled), ``clock_longest_hold_s`` and ``clock_holds`` (how many): the simulator's own
+    lag (harvester_sim/clock.py)."""
+    fn = getattr(clock, "hold_stats", None)
+    return dict(fn()) if callable(fn) else {}
 
 
 def unmodelled_programs(world: Any) -> list[dict[str, Any]]:
@@ -477,6 +486,11 @@ def format_text(rep: dict[str, Any], timeline_lines: int = 40) -> str:
     sim = float(rep.get("simulated_duration_s") or 0)
     cp = float(rep.get("critical_path_s") or 0)
     w(f"  simulated {_fmt_s(sim)}, wall {_fmt_s(float(rep.get('wall_duration_s') or 0))}")
+    if rep.get("clock_held_s") is not None:
+        w(f"  clock held {float(rep['clock_held_s']):.2f}s of wall time "
+          f"({int(rep.get('clock_holds') or 0)} holds, longest "
+          f"{float(rep.get('clock_longest_hold_s') or 0):.2f}s): the simulator's runtime "
+          "stalled")
     if cp:
         w(f"  critical path (limit) {_fmt_s(cp)}  (simulated / critical path = {sim / cp:.2f})")
         c = rep.get("critical_path") or {}

@@ -346,6 +346,44 @@ def test_base_rate_models_download_time(server: ReleaseServer, paced: PacingCloc
     assert paced.t == pytest.approx(0.1, rel=0.01)   # half the ISO: half of 0.2 wall s
 
 
+class HeldRunClock(PacingClock):
+    """A simulation clock held half the time (its runtime stalls): of each pacing wait, only
+    half counts as run time (``Clock.run_elapsed``)."""
+
+    def __init__(self, stop: threading.Event, speed: float) -> None:
+        super().__init__(stop)
+        self.speed = speed
+        self.run = 0.0
+
+    def run_elapsed(self) -> float:
+        return self.run
+
+    def wait(self, seconds: float) -> bool:
+        if super().wait(seconds):
+            return True
+        self.run += seconds / 2
+        return False
+
+
+def test_a_held_clock_holds_the_download() -> None:
+    rs = ReleaseSet.from_scenario({"installed": "v1.5.1", "available": ["v1.6.1"]})
+    srv = ReleaseServer(rs, speed=1.0)
+    clock = HeldRunClock(srv._stop, 1000.0)
+    srv.clock = clock
+    srv._stop = clock  # type: ignore[assignment]
+    srv.rate_bytes_per_s = srv.nominal_size("v1.6.1") / 200    # 200 simulated s
+    srv.start()
+    try:
+        assert srv.expected_wall_seconds("v1.6.1") == pytest.approx(0.2)
+        status, _, body = _get(srv.url_for("v1.6.1"))
+        assert status == 200 and body == srv.iso_bytes("v1.6.1")
+    finally:
+        srv.stop()
+    # 200 simulated seconds of the clock's run time, which took twice the wall time
+    assert clock.run == pytest.approx(0.2, rel=0.01)
+    assert clock.t == pytest.approx(0.4, rel=0.01)
+
+
 def test_release_type_is_hashable_value() -> None:
     a = release_from_dict("v1.6.0")
     assert isinstance(a, Release) and a == CATALOG["v1.6.0"] and hash(a) == hash(CATALOG["v1.6.0"])

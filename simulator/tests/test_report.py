@@ -301,8 +301,10 @@ def test_build_has_every_key(world: Any) -> None:
     rep = report.build(world)
     for key in ("invariant_violations", "vm_migrations", "node_reboots", "api_requests",
                 "timeline", "critical_path_s", "simulated_duration_s", "wall_duration_s",
-                "faults_fired", "scenario"):
+                "faults_fired", "scenario", "clock_held_s", "clock_longest_hold_s",
+                "clock_holds"):
         assert key in rep, key
+    assert 0 <= rep["clock_longest_hold_s"] <= rep["clock_held_s"] <= rep["wall_duration_s"]
     assert rep["scenario"] == "empty"
     assert rep["critical_path_s"] == 1090
     assert rep["critical_path_serial_sum_s"] == 1100
@@ -316,6 +318,7 @@ def test_build_has_every_key(world: Any) -> None:
 def test_main_prints_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = {"scenario": "three-node", "speed": 60, "nodes": 3, "vms": 12,
            "simulated_duration_s": 2400.0, "wall_duration_s": 40.0,
+           "clock_held_s": 1.5, "clock_longest_hold_s": 1.19, "clock_holds": 3,
            "critical_path_s": 2000.0, "critical_path": report.critical_path(UPGRADE),
            "invariant_violations": [{"kind": "vm_killed", "t": 700.0,
                                      "message": "VM default/a killed on node n1 (reboot)"}],
@@ -329,6 +332,7 @@ def test_main_prints_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert report.main(["report", str(f)]) == 1  # violations -> exit 1
     out = capsys.readouterr().out
     assert "Scenario three-node" in out
+    assert "clock held 1.50s of wall time (3 holds, longest 1.19s)" in out
     assert "simulated / critical path = 1.20" in out
     assert "Invariant violations: 1" in out and "vm_killed: VM default/a killed" in out
     assert "VM migrations: 3" in out and "default/a x2" in out

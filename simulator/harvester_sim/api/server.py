@@ -262,12 +262,8 @@ class ApiServer:
         timeline = getattr(self.world, "timeline", None)
         if timeline is not None:
             timeline.record(kind, seconds=seconds, watch_floor=self.watch_floor)
-        end_wall = clock.wall_to_sim_deadline(started + seconds)
-        while not self.stopping.is_set():
-            left = end_wall - clock.monotonic()
-            if left <= 0:
-                break
-            self.stopping.wait(min(left, 0.05))
+        # simulated seconds: a stall of the runtime (a held clock) does not shorten it
+        clock.sleep_until(started + seconds, self.stopping)
         with self._serve_lock:
             if not self.stopping.is_set():
                 self._listen()

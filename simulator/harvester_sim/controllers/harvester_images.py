@@ -11,8 +11,9 @@ spec.retry``, when ``Imported=False`` with reason ``ImportFailed`` and the messa
 
 Pacing: the release server already paces its (small) ISO to the nominal size it stands for
 (``X-Harvester-Sim-Nominal-Size``); for any other server the controller paces the transfer
-itself so that it lasts ``size / timings.download_mib_s`` simulated seconds. ``status.size``
-is the nominal size when the server gives one.
+itself so that it lasts ``size / timings.download_mib_s`` simulated seconds (paced on
+``Clock.run_elapsed``, so a held clock holds the transfer too). ``status.size`` is the
+nominal size when the server gives one.
 
 On success the bytes go to ``world.extras['image_blobs'][(namespace, name)]`` (Harvester's
 download API, ``programs/harvester_server.py``, serves them). For the ``cdi`` backend a
@@ -47,7 +48,6 @@ import hashlib
 import http.client
 import logging
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -239,7 +239,9 @@ class ImageController:
             paced_by_server = nominal_hdr is not None
             rate = max(1e-9, float(self.world.timings.download_mib_s)) * MIB
             wall_total = clock.sim_to_wall(nominal / rate) if nominal else 0.0
-            t0 = clock.monotonic()
+            # paced on the clock's run time, not wall time: the download lasts its simulated
+            # seconds even if the runtime stalls (the clock is held) meanwhile
+            t0 = clock.run_elapsed()
             buf = bytearray()
             while True:
                 if attempt.cancelled.is_set() or self._stopping.is_set():
@@ -250,9 +252,7 @@ class ImageController:
                 buf.extend(chunk)
                 frac = len(buf) / length if length else 0.0
                 if not paced_by_server and length:
-                    ahead = t0 + wall_total * frac - clock.monotonic()
-                    if ahead > 0:
-                        time.sleep(min(ahead, 1.0))
+                    self._pace(t0 + wall_total * frac, attempt)
                 pct = min(99, int(frac * 100))
                 if pct >= attempt.last_progress + 5:
                     attempt.last_progress = pct
@@ -260,6 +260,16 @@ class ImageController:
             if length and len(buf) < length:
                 raise http.client.IncompleteRead(bytes(buf), length - len(buf))
             return bytes(buf), nominal or len(buf)
+
+    def _pace(self, until: float, attempt: Attempt) -> None:
+        """Wait until the clock's run time reaches ``until`` (cancellation ends the wait)."""
+        clock = self.world.clock
+        while True:
+            ahead = until - clock.run_elapsed()
+            if ahead <= 1e-6:
+                return
+            if attempt.cancelled.wait(min(ahead, 0.05)) or self._stopping.is_set():
+                raise _Cancelled()
 
     # ------------------------------------------------------------------ runtime thread
     def _progress(self, attempt: Attempt, pct: int) -> None:

@@ -4,6 +4,12 @@ Controllers register handlers for store events of a kind (``on``) and schedule w
 simulated times (``after``). Everything a controller does happens on this thread, one step
 at a time, so controllers need no locks of their own. Store events reach the runtime
 through a queue the store fills right after each commit.
+
+Timers are kept on simulated time: ``after(s, fn)`` is due at ``clock.now() + s``. The loop
+ticks the clock (``Clock.tick``) on every iteration and wakes at least every
+``clock.tick_interval`` wall seconds, so simulated time never runs more than ``clock.lead``
+wall seconds ahead of the loop: while this thread is stalled the clock is held, and a timer
+keeps its simulated delay however long the stall (harvester_sim/clock.py).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ class Runtime:
     def after(self, sim_seconds: float, fn: Callable[[], None]) -> Timer:
         """Run ``fn`` on the runtime thread after ``sim_seconds`` of simulated time."""
         t = Timer()
-        due = self.clock.monotonic() + self.clock.sim_to_wall(max(0.0, sim_seconds))
+        due = self.clock.now() + max(0.0, sim_seconds)
         self._queue.put(("timer", due, fn, t))
         return t
 
@@ -105,15 +111,26 @@ class Runtime:
             self._run(item[1])
 
     def _loop(self) -> None:
+        try:
+            self._run_loop()
+        finally:
+            self.clock.free_run()
+
+    def _run_loop(self) -> None:
+        clock = self.clock
+        interval = clock.tick_interval
         while not self._stopping:
-            now = self.clock.monotonic()
+            # the tick's own time, not a later reading: a timer then fires at most one lead
+            # after it is due
+            now = clock.tick()
             while self._heap and self._heap[0][0] <= now:
                 _, _, fn, t = heapq.heappop(self._heap)
                 if not t.cancelled:
                     self._run(fn)
-            timeout = None
+            timeout = interval
             if self._heap:
-                timeout = max(0.0, self._heap[0][0] - self.clock.monotonic())
+                timeout = min(interval,
+                              max(0.0, clock.sim_to_wall(self._heap[0][0] - clock.now())))
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:

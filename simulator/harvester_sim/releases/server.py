@@ -9,7 +9,9 @@ Download-time model. The ISO served is small (a few hundred KiB) but stands for 
 of ``Release.iso_size`` bytes (~6.5 GB). Rates (the server's ``rate_bytes_per_s`` and a
 ``slow`` fault's) are in bytes per *simulated* second of that nominal ISO, so a download
 lasts ``iso_size / rate`` simulated seconds, i.e. ``iso_size / rate / speed`` wall seconds,
-whatever the served size. ``rate_bytes_per_s=None`` (default) means unthrottled.
+whatever the served size (with a simulation clock, paced on its run time: while the clock
+is held, because the simulator's runtime stalls, the transfer waits too).
+``rate_bytes_per_s=None`` (default) means unthrottled.
 
 Faults, per release, switchable at runtime with :meth:`ReleaseServer.set_fault` (or from the
 scenario's fault engine, kind ``release_download``):
@@ -314,6 +316,25 @@ class ReleaseServer:
     def expected_wall_seconds(self, version: str, fault: Fault | None = None) -> float:
         return self.expected_seconds(version, fault) / self.speed
 
+    def run_time(self) -> float:
+        """The pacing time base: with a simulation clock its run time (``Clock.run_elapsed``,
+        which stands still while the clock is held), else wall time."""
+        run = getattr(self.clock, "run_elapsed", None)
+        return float(run()) if callable(run) else Clock.monotonic()
+
+    def wait_run_time(self, until: float) -> bool:
+        """Wait until :meth:`run_time` reaches ``until``; True if the server stopped first."""
+        delay = until - self.run_time()
+        if delay <= 0:
+            return False
+        while True:
+            if self._stop.wait(delay):
+                return True
+            delay = until - self.run_time()
+            # again only while the clock was held: a microsecond short is float rounding
+            if delay <= 1e-6:
+                return False
+
     def _wall_rate(self, version: str, served_total: int, fault: Fault | None) -> float | None:
         """Served bytes per wall second that realise the model for this body."""
         rate = self.effective_rate(version, fault)
@@ -466,14 +487,13 @@ def _make_handler(server: ReleaseServer) -> type[BaseHTTPRequestHandler]:
             """Write ``body``; with a rate, each chunk leaves when the model says its last
             byte has arrived (so the transfer ends at ``len(body) / wall_rate``)."""
             sent = 0
-            t0 = Clock.monotonic()
+            t0 = server.run_time()
             chunk = _CHUNK if not wall_rate else max(1024, min(_CHUNK, int(wall_rate / 50)))
             try:
                 while sent < len(body):
                     piece = body[sent:sent + chunk]
                     if wall_rate:
-                        delay = t0 + (sent + len(piece)) / wall_rate - Clock.monotonic()
-                        if delay > 0 and server._stop.wait(delay):
+                        if server.wait_run_time(t0 + (sent + len(piece)) / wall_rate):
                             break
                     elif server._stop.is_set():
                         break
