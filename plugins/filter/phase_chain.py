@@ -6,8 +6,8 @@ their waits to their own tasks): the work of the next phase begins as soon as th
 one is done, instead of after ansible-playbook has finished one task and begun the next
 (docs/performance.md, "Phases started by the call before"). Only phases this run will run
 are started: the ones ``--tags``/``--skip-tags`` select, up to the first that is left out
-or that no other phase's call starts (NodeUpgrade, the node loop's play: the phases after
-ISODownload stop at ClusterUpgrade; NodeUpgrade's completion starts ImageCleanup).
+(ClusterUpgrade's completion enters NodeUpgrade, whose nodes are the node play's;
+NodeUpgrade's completion starts ImageCleanup). A call stops at the first phase that waits.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ version_added: 0.1.0
 description:
   - Takes a phase's tag (C(iso_download)) and returns, in order, the cluster phases that
     follow it and that this run's tags select, up to the first one they leave out or that
-    no other phase's call starts (C(node_upgrade)), as entries of the C(then) option of the
-    phase modules and of M(harvester.upgrade.node_gate).
+    no other phase's call starts, as entries of the C(then) option of the phase modules,
+    M(harvester.upgrade.node_gate) and M(harvester.upgrade.node_cycle).
   - A phase is selected when the run's tags include C(all), C(tagged) or its tag, and the
     skipped tags include neither C(tagged) nor its tag.
 options:

@@ -88,6 +88,12 @@ duration:
   description: How long the module ran.
   returned: always
   type: str
+started:
+  description: The phases I(then) started after this one completed, each with C(phase),
+    C(status) (C(started), or C(completed) when it had nothing to wait for) and C(actions).
+  returned: when I(then) started a phase
+  type: list
+  elements: dict
 """
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (

@@ -161,7 +161,8 @@ def test_then_is_checked_before_anything_changes_and_ignored_in_check_mode(
                        "iso_download"),
                       ([{"phase": "no_such_phase"}], "unknown phase 'no_such_phase'"),
                       ([{"phase": "repo_create"}, {"phase": "node_upgrade"}],
-                       "node_upgrade cannot be started")):
+                       "node_upgrade does not follow repo_create"),
+                      ([{"phase": "preflight"}], "preflight cannot be started")):
         res = run("ISODownload", "module", plan=name, then=then)
         assert res["exit"] == "fail_json" and why in res["msg"], res
         assert get_plan(sim, name)["status"]["currentPhase"] == "Initialized"

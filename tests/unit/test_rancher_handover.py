@@ -52,7 +52,7 @@ class Writer:
     def event(self, reason: str, message: str, **kw: Any) -> None:
         self.events.append((reason, message))
 
-    def update_status(self, mutate: Any) -> bool:
+    def update_status(self, mutate: Any, *, reread: bool = True) -> bool:
         mutate(self.plan["status"])
         return True
 

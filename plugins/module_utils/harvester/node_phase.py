@@ -118,7 +118,8 @@ def _rke2_version(v: Any) -> str:
     return s.replace("-rke2", "+rke2", 1) if "+" not in s else s
 
 
-def start_rancher_upgrade(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
+def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True
+                          ) -> dict[str, Any]:
     """Hand the node roll to Rancher (reference §C.1; seed 000 ``upgradeKubernetes``): one
     merge patch of ``clusters.provisioning.cattle.io fleet-local/local`` with
     ``spec.kubernetesVersion`` = ``releaseMetadata.kubernetes``,
@@ -161,15 +162,17 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
         status["provisionGeneration"] = out["provisionGeneration"]
         return []
 
-    writer.update_status(record)
+    writer.update_status(record, reread=reread)
     return out
 
 
-def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
+def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False) -> dict[str, Any]:
     """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
     NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
-    the nodes in Rancher's order too (:func:`inventory`), read before the write."""
-    plan = writer.refresh()
+    the nodes in Rancher's order too (:func:`inventory`), read before the write. ``fresh``:
+    the writer holds the plan as this call has just written it (ClusterUpgrade's completion,
+    phase_table): it is not read again (a conflict on the write re-reads it)."""
+    plan = writer.plan if fresh else writer.refresh()
     phase = check_phase(plan)
     facts = cluster_facts(kube, plan)
     if phase in AFTER_NODES:
@@ -182,11 +185,14 @@ def enter_phase(kube: Kube, writer: PlanWriter) -> dict[str, Any]:
     # plan before any change; again on a resumed run (idempotent: keeps the saved originals)
     held = node_settings.hold(kube, plan, single_node=is_single_node(facts),
                               check_mode=bool(kube.check_mode))
+    if fresh and isinstance(held.get("plan"), dict):   # as patched: the next write is on it
+        writer.plan = writer.recorder.plan = held["plan"]
     changed = held["changed"] and not kube.check_mode
     if phase != "NodeUpgrading" or missing:
-        changed = _phase(kube, writer, False, statuses if missing else None) or changed
+        changed = _phase(kube, writer, False, statuses if missing else None,
+                         reread=not fresh) or changed
     if not is_single_node(facts):
-        rancher = start_rancher_upgrade(kube, writer)
+        rancher = start_rancher_upgrade(kube, writer, reread=not fresh)
         changed |= bool(rancher["changed"])
     return {"changed": changed, "phase": "NodeUpgrading", "settings": held["actions"],
             **inventory(facts)}

@@ -128,11 +128,14 @@ def hold(kube: Kube, plan: dict[str, Any], *, single_node: bool, check_mode: boo
     actions += [f"{prefix}{what}" for *_ignored, what in changes]
     if check_mode or not (notes or changes):
         return {"changed": bool(notes or changes), "actions": actions}
+    out: dict[str, Any] = {"changed": True, "actions": actions}
     if notes:   # the originals first: whatever happens next, the restore knows them
-        kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, name, {"metadata": {"annotations": notes}})
+        # the plan as patched (its new resourceVersion), for a caller that writes it next
+        out["plan"] = kube.patch(c.PLAN_API_VERSION, c.PLAN_KIND, name,
+                                 {"metadata": {"annotations": notes}})
     for api_kind, obj, obj_ns, body, _what in changes:
         kube.patch(*api_kind, obj, body, namespace=obj_ns)
-    return {"changed": True, "actions": actions}
+    return out
 
 
 def restore(kube: Kube, writer: Any, check_mode: bool) -> list[str]:

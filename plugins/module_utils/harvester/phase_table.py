@@ -1,7 +1,7 @@
 """The phase actions of every pipeline phase, by phase name: what each phase module runs
 (:func:`run`), and what the call of the phase before starts when the playbook asks for it
-(the ``then`` option, :func:`pipeline.start_chain`; ImageCleanup's is NodeUpgrade's
-completion, node_gate ``step=finish``). One table, so a phase
+(the ``then`` option, :func:`pipeline.start_chain`; NodeUpgrade's entry follows
+ClusterUpgrade's completion, ImageCleanup's NodeUpgrade's completion). One table, so a phase
 started by the call before it is the same code as its own module's."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    node_phase,
     phase_cluster_upgrade,
     phase_image_cleanup,
     phase_image_preload,
@@ -37,9 +38,23 @@ TABLE: dict[str, PhaseActions] = {
     "ClusterUpgrade": PhaseActions(phase_cluster_upgrade.cluster_upgrade,
                                    phase_cluster_upgrade.verify_cluster,
                                    phase_cluster_upgrade.entry),
-    # started by NodeUpgrade's completion (node_gate step=finish) in a whole run
+    # NodeUpgrade's entry, as node_gate step=enter makes it (the node play's first task,
+    # which then finds it entered and starts the first node's evacuation)
+    "NodeUpgrade": PhaseActions(lambda ctx: _enter_node_upgrade(ctx), enters=True),
+    # started by NodeUpgrade's completion (node_cycle on the play's last node, node_gate
+    # step=finish) in a whole run
     "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),
 }
+
+
+def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
+    """NodeUpgrade entered by the call before (ClusterUpgrade's, ``then``): PreRun (the
+    settings held for the roll), NodeUpgrading, Rancher's upgrade started (node_phase.
+    enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's."""
+    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True)
+    ctx.actions.extend(res.get("settings") or [])
+    return pipeline.Step("pending", "NodeUpgrading: Rancher upgrades the nodes; the node play "
+                         "goes on")
 
 
 def run(module: Any, name: str) -> None:

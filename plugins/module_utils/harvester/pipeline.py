@@ -196,6 +196,9 @@ class PhaseActions:
     act: Act
     verify: Verify | None = None
     entry: Entry | None = None
+    # the act writes the phase's entry itself (NodeUpgrade: node_phase.enter_phase), so a
+    # call that starts it (start_chain) writes none of its own
+    enters: bool = False
 
 
 def chain_items(p: dict[str, Any], phase: phases.Phase,
@@ -239,13 +242,14 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
                   "progress_interval": p.get("progress_interval"), **options}
         ctx = Context(kube, writer, params, False, phase_deadline(params, time.time()), None,
                       start_only=True)
-        first = fns.entry(ctx) if fns.entry is not None else None
-        said = f"waiting for {first}" if first else ""
+        if not fns.enters:
+            first = fns.entry(ctx) if fns.entry is not None else None
+            said = f"waiting for {first}" if first else ""
 
-        def enter(s: dict[str, Any], nxt: phases.Phase = nxt, said: str = said) -> Any:
-            return plan_status.start_phase(s, nxt, writer.now(), writer.generation, said)
+            def enter(s: dict[str, Any], nxt: phases.Phase = nxt, said: str = said) -> Any:
+                return plan_status.start_phase(s, nxt, writer.now(), writer.generation, said)
 
-        writer.update(enter)
+            writer.update(enter)
         ctx.did(f"enter phase {nxt.active}")
         ctx.entered = True
         try:
