@@ -25,6 +25,17 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 
 PhaseActions = pipeline.PhaseActions
 
+
+def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
+    """NodeUpgrade entered by the call before (ClusterUpgrade's, ``then``): PreRun (the
+    settings held for the roll), NodeUpgrading, Rancher's upgrade started (node_phase.
+    enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's."""
+    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True)
+    ctx.actions.extend(res.get("settings") or [])
+    return pipeline.Step("pending", "NodeUpgrading: Rancher upgrades the nodes; the node play "
+                         "goes on")
+
+
 TABLE: dict[str, PhaseActions] = {
     "ISODownload": PhaseActions(phase_iso_download.iso_download, phase_iso_download.verify_iso,
                                 phase_iso_download.entry),
@@ -40,21 +51,11 @@ TABLE: dict[str, PhaseActions] = {
                                    phase_cluster_upgrade.entry),
     # NodeUpgrade's entry, as node_gate step=enter makes it (the node play's first task,
     # which then finds it entered and starts the first node's evacuation)
-    "NodeUpgrade": PhaseActions(lambda ctx: _enter_node_upgrade(ctx), enters=True),
+    "NodeUpgrade": PhaseActions(_enter_node_upgrade, enters=True),
     # started by NodeUpgrade's completion (node_cycle on the play's last node, node_gate
     # step=finish) in a whole run
     "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),
 }
-
-
-def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
-    """NodeUpgrade entered by the call before (ClusterUpgrade's, ``then``): PreRun (the
-    settings held for the roll), NodeUpgrading, Rancher's upgrade started (node_phase.
-    enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's."""
-    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True)
-    ctx.actions.extend(res.get("settings") or [])
-    return pipeline.Step("pending", "NodeUpgrading: Rancher upgrades the nodes; the node play "
-                         "goes on")
 
 
 def run(module: Any, name: str) -> None:
