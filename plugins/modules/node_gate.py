@@ -253,15 +253,7 @@ def main() -> None:
             return res
         if p["step"] == "pause":
             return node_gate.wait_unpaused(kube, writer, p["node"], p["pause_timeout"])
-        res = node_phase.finish_phase(kube, writer, p["timeout"])
-        if chain and res["phase"] == "NodeUpgraded" and not module.check_mode:
-            try:
-                res["started"] = pipeline.start_chain(kube, writer, p, chain,
-                                                      phase_table.TABLE)
-            except pipeline.PhaseFailed as exc:
-                writer.fail(str(exc))
-                raise errors.NodeLoopError(str(exc)) from exc
-        return res
+        return phase_table.finish_node_upgrade(kube, writer, p["timeout"], chain)
 
     node_module.run(module, step, skip_without_plan=True,
                     client=cycle_kube.CycleKube if head_start else node_module.Kube)

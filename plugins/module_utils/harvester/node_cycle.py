@@ -33,7 +33,6 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     node_head_start,
     node_hooks,
     node_job,
-    node_phase,
     node_pod_eviction,
     node_restore,
     phase_table,
@@ -364,15 +363,7 @@ def _finish_phase(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     chain = pipeline.chain_items({"then": p.then}, phases.get("NodeUpgrade"), phase_table.TABLE)
 
     def finish() -> dict[str, Any]:
-        res = node_phase.finish_phase(kube, writer, p.release_timeout)
-        if res["phase"] == "NodeUpgraded" and chain:
-            try:
-                res["started"] = pipeline.start_chain(
-                    kube, writer, {"timeout": p.release_timeout}, chain, phase_table.TABLE)
-            except pipeline.PhaseFailed as exc:
-                writer.fail(str(exc))
-                raise NodeLoopError(str(exc)) from exc
-        return res
+        return phase_table.finish_node_upgrade(kube, writer, p.release_timeout, chain)
 
     def text(r: dict[str, Any]) -> str:
         if r["phase"] != "NodeUpgraded":

@@ -22,6 +22,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     phases,
     pipeline,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
+    NodeLoopError,
+)
 
 PhaseActions = pipeline.PhaseActions
 
@@ -56,6 +59,22 @@ TABLE: dict[str, PhaseActions] = {
     # step=finish) in a whole run
     "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),
 }
+
+
+def finish_node_upgrade(kube: Any, writer: Any, timeout: float,
+                        chain: list[tuple[phases.Phase, dict[str, Any]]]) -> dict[str, Any]:
+    """NodeUpgrade's completion (node_phase.finish_phase) and, once it is complete, the
+    phases ``chain`` starts after it (pipeline.start_chain): for node_gate ``step=finish``
+    and the play's last node's cycle. A chained phase that fails fails the plan."""
+    res = node_phase.finish_phase(kube, writer, timeout)
+    if res["phase"] == "NodeUpgraded" and chain and not kube.check_mode:
+        try:
+            res["started"] = pipeline.start_chain(kube, writer, {"timeout": timeout}, chain,
+                                                  TABLE)
+        except pipeline.PhaseFailed as exc:
+            writer.fail(str(exc))
+            raise NodeLoopError(str(exc)) from exc
+    return res
 
 
 def run(module: Any, name: str) -> None:
