@@ -201,6 +201,25 @@ class PhaseActions:
     enters: bool = False
 
 
+def _enter(ctx: Context, phase: phases.Phase, entry: Entry | None, write: bool = True
+           ) -> None:
+    """Enter ``phase``: what ``entry`` holds and the Progressing message of the wait that
+    follows, written with the entry (none of it when the act writes the entry itself,
+    ``write`` false); the context then knows the phase was entered by this call."""
+    if write:
+        first = entry(ctx) if entry is not None and not ctx.check_mode else None
+        said = f"waiting for {first}" if first else ""
+        w = ctx.writer
+        w.update(lambda s: plan_status.start_phase(s, phase, w.now(), w.generation, said))
+    ctx.did(f"enter phase {phase.active}")
+    ctx.entered = True
+
+
+def _complete(writer: PlanWriter, phase: phases.Phase) -> None:
+    writer.update(lambda s: plan_status.complete_phase(s, phase, writer.now(),
+                                                       writer.generation))
+
+
 def chain_items(p: dict[str, Any], phase: phases.Phase,
                 table: dict[str, PhaseActions] | None) -> list[tuple[phases.Phase,
                                                                      dict[str, Any]]]:
@@ -242,16 +261,7 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
                   "progress_interval": p.get("progress_interval"), **options}
         ctx = Context(kube, writer, params, False, phase_deadline(params, time.time()), None,
                       start_only=True)
-        if not fns.enters:
-            first = fns.entry(ctx) if fns.entry is not None else None
-            said = f"waiting for {first}" if first else ""
-
-            def enter(s: dict[str, Any], nxt: phases.Phase = nxt, said: str = said) -> Any:
-                return plan_status.start_phase(s, nxt, writer.now(), writer.generation, said)
-
-            writer.update(enter)
-        ctx.did(f"enter phase {nxt.active}")
-        ctx.entered = True
+        _enter(ctx, nxt, fns.entry, write=not fns.enters)
         try:
             step = fns.act(ctx)
         except Pending:
@@ -266,11 +276,7 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
             writer.flush()
             started.append({"phase": nxt.name, "status": "started", "actions": ctx.actions})
             break
-
-        def complete(s: dict[str, Any], nxt: phases.Phase = nxt) -> Any:
-            return plan_status.complete_phase(s, nxt, writer.now(), writer.generation)
-
-        writer.update(complete)
+        _complete(writer, nxt)
         started.append({"phase": nxt.name, "status": "completed", "actions": ctx.actions,
                         "msg": step.message or f"{nxt.name} completed"})
     return started
@@ -340,12 +346,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
                 f"playbook without --tags to continue in order, or set force=true to run "
                 f"{phase.name} now."))
         if rel in ("next", "not_reached"):
-            first = entry(ctx) if entry is not None and not module.check_mode else None
-            said = f"waiting for {first}" if first else ""
-            writer.update(lambda s: plan_status.start_phase(s, phase, writer.now(),
-                                                            writer.generation, said))
-            ctx.did(f"enter phase {phase.active}")
-            ctx.entered = True
+            _enter(ctx, phase, entry)
         try:
             step = act(ctx)
         except Pending as pend:
@@ -357,8 +358,7 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
             writer.flush()   # what the phase recorded so far (PlanWriter.hold)
             result.update(status="pending", progress=step.message, msg=step.message)
         else:
-            writer.update(lambda s: plan_status.complete_phase(s, phase, writer.now(),
-                                                               writer.generation))
+            _complete(writer, phase)
             result.update(status="completed", proceed=True,
                           msg=step.message or f"{phase.name} completed")
             if chain and table is not None and not module.check_mode:
