@@ -11,7 +11,9 @@ cordoned the node (``machinedrain.go`` cordons before it sets the pre-drain anno
 a replacement never lands back on it — cost nothing: the first round before the migrations
 start, one more after they end (the first replacements are Ready by then). Whatever the
 budget refuses (429) or any other failure leaves the pod to Rancher's drain, as before;
-nothing here waits for a budget.
+nothing here waits for a budget. A round asks for no more of a budget's Ready pods than its
+``status.disruptionsAllowed`` (counted down as they go, :func:`allowed_disruptions`): the
+rest would be answered 429, and are left to the drain with the same reason without asking.
 
 Which pods (:func:`select`): those Rancher's drain would evict with these drain options and
 that a budget governs — on the node, not terminal, not being deleted, not a mirror pod, not a
@@ -137,8 +139,43 @@ def select(pods: list[dict[str, Any]], pdbs: list[dict[str, Any]], node: str,
         if len(budgets) != 1:
             continue
         out.append({"pod": f"{ns}/{name}", "namespace": ns, "name": name,
-                    "pdb": f"{ns}/{(budgets[0].get('metadata') or {}).get('name')}"})
+                    "pdb": f"{ns}/{(budgets[0].get('metadata') or {}).get('name')}",
+                    "budgeted": budgeted(pod)})
     return sorted(out, key=lambda e: e["pod"])
+
+
+def budgeted(pod: dict[str, Any]) -> bool:
+    """Whether an Eviction of ``pod`` takes one of its budget's allowed disruptions: a
+    Running pod that is Ready. kube-apiserver (``pkg/registry/core/pod/storage/
+    eviction.go``) evicts a Pending pod without consulting any budget, and a pod that is not
+    Ready without taking a disruption when the budget's unhealthy-pod policy lets it
+    (``AlwaysAllow``, or ``IfHealthyBudget`` with the application healthy): such a pod is
+    always asked for, the apiserver decides."""
+    st = pod.get("status") or {}
+    if st.get("phase") != "Running":
+        return False
+    return any(cond.get("type") == "Ready" and cond.get("status") == "True"
+               for cond in st.get("conditions") or [])
+
+
+def allowed_disruptions(pdbs: list[dict[str, Any]]) -> dict[str, int]:
+    """``{"ns/name": status.disruptionsAllowed}`` of the budgets whose status is current
+    (``observedGeneration`` not behind ``metadata.generation``); the apiserver's Eviction
+    answers 429 for a Ready pod of a budget at 0 (``checkAndDecrement``), so a round asks
+    for no more of those than the budget allows. A budget whose status is behind is left
+    out: its pods are asked for, and the first 429 says it allows none."""
+    out: dict[str, int] = {}
+    for b in pdbs:
+        meta, st = b.get("metadata") or {}, b.get("status")
+        if not isinstance(st, dict) or "disruptionsAllowed" not in st:
+            continue
+        if int(st.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+            continue
+        try:
+            out[f"{meta.get('namespace')}/{meta.get('name')}"] = int(st["disruptionsAllowed"])
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 class Round:
@@ -147,9 +184,13 @@ class Round:
     pre-drain Job) so that they add no time to it; :meth:`result` waits for the answers."""
 
     def __init__(self, kube: Kube, node: str, chosen: list[dict[str, Any]],
-                 grace: int | None, skipped: str = "") -> None:
+                 grace: int | None, skipped: str = "",
+                 allowed: dict[str, int] | None = None) -> None:
         self.kube, self.node, self.chosen, self.grace = kube, node, chosen, grace
         self.skipped = skipped
+        # what each budget allows now (allowed_disruptions): counted down as its Ready pods
+        # are evicted, so a round sends no Eviction the budget is known to refuse
+        self.allowed = dict(allowed or {})
         self._out: dict[str, Any] | None = None
         self._thread: threading.Thread | None = None
         if chosen and not kube.check_mode:
@@ -161,16 +202,26 @@ class Round:
         out: dict[str, Any] = {"evicted": [], "left": [], "skipped": ""}
         try:
             for e in self.chosen:
+                refused = f"{e['pod']}: PodDisruptionBudget {e['pdb']} allows no disruption now"
+                budget = self.allowed.get(e["pdb"])
+                if e.get("budgeted", True) and budget is not None and budget <= 0:
+                    # the apiserver would answer 429: left to the drain without asking
+                    out["left"].append(refused)
+                    continue
                 try:
                     self.kube.evict(e["name"], e["namespace"], self.grace)
                     out["evicted"].append(e["pod"])
+                    if e.get("budgeted", True) and budget is not None:
+                        self.allowed[e["pdb"]] = budget - 1
                 except ApiError as exc:
                     if exc.status == 404:     # gone meanwhile: nothing left for the drain
                         continue
-                    why = (f"PodDisruptionBudget {e['pdb']} allows no disruption now"
-                           if exc.status == 429 else f"eviction refused ({exc.status}: "
-                           f"{str(exc.message)[:120]})")
-                    out["left"].append(f"{e['pod']}: {why}")
+                    if exc.status == 429:
+                        self.allowed[e["pdb"]] = 0
+                        out["left"].append(refused)
+                        continue
+                    out["left"].append(f"{e['pod']}: eviction refused ({exc.status}: "
+                                       f"{str(exc.message)[:120]})")
         except Exception as exc:  # noqa: BLE001 - e.g. the lock lost: the drain evicts them
             done = set(out["evicted"]) | {x.split(":", 1)[0] for x in out["left"]}
             out["left"] += [f"{e['pod']}: not sent ({exc})"[:200] for e in self.chosen
@@ -214,11 +265,13 @@ def start_round(kube: Kube, node: str, drain_value: str | None, *, cordoned: boo
         # a replacement could be scheduled back onto the node
         return Round(kube, node, [], None, f"node {node} is not cordoned yet")
     pods = kube.list(*c.POD, field_selector=f"spec.nodeName={node}")
-    chosen = select(pods, kube.list(*c.PDB), node, opts) if pods else []
+    pdbs = kube.list(*c.PDB) if pods else []
+    chosen = select(pods, pdbs, node, opts) if pods else []
     grace = opts.get("gracePeriod")
     # kubectl's drain helper sends the drain's grace period only when it is >= 0 (-1: the
     # pod's own terminationGracePeriodSeconds)
-    return Round(kube, node, chosen, grace if isinstance(grace, int) and grace >= 0 else None)
+    return Round(kube, node, chosen, grace if isinstance(grace, int) and grace >= 0 else None,
+                 allowed=allowed_disruptions(pdbs))
 
 
 def evict_early(kube: Kube, node: str, drain_value: str | None, *, cordoned: bool,
