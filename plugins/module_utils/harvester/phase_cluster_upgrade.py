@@ -37,9 +37,11 @@ def cluster_upgrade(ctx: Context) -> Step:
     """Job ``<plan>-cluster-upgrade`` (``upgrade_manifests.sh``). The Rancher cluster is not
     touched here: its kubernetesVersion, provisionGeneration and upgradeStrategy are written
     together when NodeUpgrade begins (node_phase.start_rancher_upgrade)."""
-    sa = ctx.kube.get(*c.SERVICE_ACCOUNT, "harvester", c.UPGRADE_NS)
-    ctx.ensure(manifests.cluster_upgrade_job(ctx.plan, "harvester" if sa else None))
     name = f"{ctx.name}-cluster-upgrade"
+    # the ServiceAccount only shapes a Job still to be created (a resumed phase has it)
+    if ctx.existing(*c.JOB, name, c.UPGRADE_NS) is None:
+        sa = ctx.kube.get(*c.SERVICE_ACCOUNT, "harvester", c.UPGRADE_NS)
+        ctx.ensure(manifests.cluster_upgrade_job(ctx.plan, "harvester" if sa else None))
     if ctx.check_mode:
         return Step("done", f"would wait for Job {name} to complete")
 

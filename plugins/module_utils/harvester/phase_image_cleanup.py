@@ -88,6 +88,14 @@ def _image_list(ctx: Context, version: str) -> list[str] | None:
             if ln.strip() and not ln.startswith("#")]
 
 
+def planned_images(suc_plan: dict[str, Any]) -> list[str]:
+    """The images a cleanup Plan removes (its ``IMAGES``, :func:`manifests.
+    image_cleanup_plan`)."""
+    envs = ((suc_plan.get("spec") or {}).get("upgrade") or {}).get("envs") or []
+    value = next((str(e.get("value") or "") for e in envs if e.get("name") == "IMAGES"), "")
+    return value.split()
+
+
 def image_cleanup(ctx: Context) -> Step:
     nodes = [n["metadata"]["name"] for n in managed_nodes(ctx.kube)]
     previous = ctx.status.get("previousVersion") or ""
@@ -96,20 +104,26 @@ def image_cleanup(ctx: Context) -> Step:
         ctx.did(f"remove images of {previous} not used by {current} (SUC Plan "
                 f"{ctx.name}-{c.COMPONENT_IMAGE_CLEANUP})")
         return Step("done")
-    old, new = _image_list(ctx, previous), _image_list(ctx, current)
-    if old is None or new is None:
-        ctx.writer.recorder.emit(plan_status.EventSpec(
-            "Warning", c.REASON_IMAGE_CLEANUP_SKIPPED,
-            "Image list not available in upgrade repository; skipping stale image cleanup",
-            c.UPGRADE_NS))
-        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
-        return Step("done", "image lists not in the ISO; cleanup skipped")
-    in_use = images_in_use(ctx.kube, nodes)
-    purge = [i for i in images_to_purge(old, new) if _norm_image(i) not in in_use]
-    if not purge:
-        ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
-        return Step("done", "no stale images to remove")
-    ctx.ensure(manifests.image_cleanup_plan(ctx.plan, purge))
+    # a resumed phase whose Plan is there: the images it removes are the ones chosen when
+    # it was created (the image lists and the pods are not read again)
+    there = ctx.existing(*c.SUC_PLAN, f"{ctx.name}-{c.COMPONENT_IMAGE_CLEANUP}", c.SUC_NS)
+    if there is not None:
+        purge = planned_images(there)
+    else:
+        old, new = _image_list(ctx, previous), _image_list(ctx, current)
+        if old is None or new is None:
+            ctx.writer.recorder.emit(plan_status.EventSpec(
+                "Warning", c.REASON_IMAGE_CLEANUP_SKIPPED,
+                "Image list not available in upgrade repository; skipping stale image "
+                "cleanup", c.UPGRADE_NS))
+            ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
+            return Step("done", "image lists not in the ISO; cleanup skipped")
+        in_use = images_in_use(ctx.kube, nodes)
+        purge = [i for i in images_to_purge(old, new) if _norm_image(i) not in in_use]
+        if not purge:
+            ctx.writer.set_node_states({n: "ImageCleaned" for n in nodes}, hold=True)
+            return Step("done", "no stale images to remove")
+        ctx.ensure(manifests.image_cleanup_plan(ctx.plan, purge))
     waited = suc_wait(ctx, c.COMPONENT_IMAGE_CLEANUP, ("ImageCleaning", "ImageCleaned",
                                                        "ImageCleanFailed"), len(nodes),
                       "image-cleanup plan job(s) failed", "cleaned")

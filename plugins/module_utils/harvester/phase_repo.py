@@ -30,10 +30,12 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
 
 def _ensure_repo(ctx: Context) -> None:
     _ns, iso_name, _image = phase_iso_download.iso_ref(ctx)
-    nodes = managed_nodes(ctx.kube)
-    workers = [n for n in nodes if not preflight_result.is_witness(n)]
-    replicas = 1 if len(workers) <= 1 else 2
-    ctx.ensure(manifests.repo_deployment(ctx.plan, iso_name, replicas))
+    # the nodes only size a Deployment still to be created (a resumed phase has it)
+    if ctx.existing(*c.DEPLOYMENT, f"{ctx.name}-repo", c.UPGRADE_NS) is None:
+        nodes = managed_nodes(ctx.kube)
+        workers = [n for n in nodes if not preflight_result.is_witness(n)]
+        replicas = 1 if len(workers) <= 1 else 2
+        ctx.ensure(manifests.repo_deployment(ctx.plan, iso_name, replicas))
     ctx.ensure(manifests.repo_service(ctx.plan))
 
 

@@ -84,6 +84,9 @@ class Context:
     # started by the previous phase's call (``then``): create what the phase creates, then
     # leave the waiting to the phase's own call (its first wait ends the call as a slice)
     start_only: bool = False
+    # objects :meth:`existing` read as absent: :meth:`ensure` creates them without a read
+    _absent: set[tuple[str, str, str, str | None]] = field(default_factory=set, init=False,
+                                                           repr=False)
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -104,22 +107,46 @@ class Context:
     def remaining(self) -> float:
         return self.deadline - time.time()
 
+    def existing(self, api_version: str, kind: str, name: str,
+                 namespace: str | None = None) -> dict[str, Any] | None:
+        """An object :meth:`ensure` is about to be asked for, as it is now, for a phase that
+        builds it from further reads (the nodes, the repository's files) it can skip when the
+        object is there: in a phase this call entered, ``None`` without a read (ensure
+        creates first); otherwise the object read now (answering the wait on it, as ensure's
+        own read does) or ``None``, and then ensure creates it without reading it again."""
+        if not (self.check_mode or not self.entered):
+            return None
+        current = self.kube.get(api_version, kind, name, namespace)
+        if current is None:
+            self._absent.add((api_version, kind, name, namespace))
+        elif not self.check_mode:
+            self.kube.seed(current)
+        return current
+
     def ensure(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The object as it is, or created (recorded); ``None`` in check mode if absent.
 
         In a phase this call entered (:attr:`entered`), created first and read only when
         that fails (it exists: 409, or a webhook refused a duplicate), one request where a
         read first took two; otherwise (a resumed or verified phase, whose objects are
-        there) read first. What was created answers the wait that follows on it by name
-        (:meth:`client.Kube.seed`)."""
+        there) read first. What was created, or read as it is, answers the wait that follows
+        on it by name (:meth:`client.Kube.seed`: the wait watches from its resourceVersion,
+        so no change after the read is missed)."""
         meta = obj["metadata"]
         api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], \
             meta.get("namespace")
         where = f" in {ns}" if ns else ""
         read_first = self.check_mode or not self.entered
         if read_first:
-            current = self.kube.get(api_version, kind, name, ns)
+            key = (api_version, kind, name, ns)
+            if key in self._absent:   # existing() read it as absent moments ago
+                self._absent.discard(key)
+                current = None
+            else:
+                current = self.kube.get(api_version, kind, name, ns)
             if current is not None:
+                if not self.check_mode:   # as read just now, it answers the wait on it too
+                    self.kube.seed(current)
                 return current
             self.did(f"create {kind} {name}{where}")
             if self.check_mode:
@@ -199,6 +226,9 @@ class PhaseActions:
     # the act writes the phase's entry itself (NodeUpgrade: node_phase.enter_phase), so a
     # call that starts it (start_chain) writes none of its own
     enters: bool = False
+    # ``verify`` only reads: a call that finds the phase done writes nothing, and does not
+    # take the lock (lock.hold is for the calls that write)
+    verify_reads_only: bool = False
 
 
 def _enter(ctx: Context, phase: phases.Phase, entry: Entry | None, write: bool = True
@@ -284,7 +314,8 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
 
 def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None = None,
               kube: Kube | None = None, entry: Entry | None = None,
-              table: dict[str, PhaseActions] | None = None) -> None:
+              table: dict[str, PhaseActions] | None = None,
+              verify_reads_only: bool = False) -> None:
     """Entry point of a phase module (exits through ``exit_json``/``fail_json``).
 
     ``entry``: called as this call enters the phase, before the entry is written. What it
@@ -316,11 +347,13 @@ def run_phase(module: Any, phase: phases.Phase, act: Act, verify: Verify | None 
                 "preflight) to create one")
             module.exit_json(**_timed(result, started), status="no_plan", msg=msg)
         current = (plan.get("status") or {}).get("currentPhase")
-        if phases.relation(current, phase) not in ("succeeded", "failed"):
+        rel = phases.relation(current, phase)
+        # a phase found done is only verified: no lock when the verification writes nothing
+        reads_only = rel == "done" and (verify is None or verify_reads_only)
+        if rel not in ("succeeded", "failed") and not reads_only:
             lock.hold(kube, module)   # before any write; fails at once if another run holds it
         writer = PlanWriter(kube, plan, module.check_mode)
         result["plan"] = writer.name
-        rel = phases.relation(current, phase)
         ctx = Context(kube, writer, p, module.check_mode, deadline, slice_seconds)
         if rel in ("succeeded", "failed"):
             extra = (f": {plan_status.failure_message(plan)}" if rel == "failed" else "")
