@@ -149,9 +149,12 @@ def test_a_phase_call_starts_the_phases_after_it_and_their_own_calls_resume_them
                                "cattle-system")
     assert suc["spec"].get("jobActiveDeadlineSecs") == 777, suc["spec"]
 
-    # the metadata task of the same run finds its phase done; ImagePreload's resumes
+    # the metadata task of the same run finds its phase done; ImagePreload's resumes. Its
+    # verification only reads: it does not take the lock (no Lease watch for the call)
+    watches = sim.stats()["by_verb_resource"].get("watch leases", 0)
     res = run("MetadataPopulate", "module", plan=name, then=CHAIN[2:])
     assert res["status"] == "verified" and "started" not in res, res
+    assert sim.stats()["by_verb_resource"].get("watch leases", 0) == watches, sim.stats()
 
 
 def test_then_is_checked_before_anything_changes_and_ignored_in_check_mode(

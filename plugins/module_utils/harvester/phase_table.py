@@ -40,18 +40,20 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
 
 
 TABLE: dict[str, PhaseActions] = {
+    # verify_reads_only: the verification of a phase found done only reads (RepoCreate's
+    # creates the repository again when it is gone)
     "ISODownload": PhaseActions(phase_iso_download.iso_download, phase_iso_download.verify_iso,
-                                phase_iso_download.entry),
+                                phase_iso_download.entry, verify_reads_only=True),
     "RepoCreate": PhaseActions(phase_repo.repo_create, phase_repo.verify_repo,
                                phase_repo.entry),
     "MetadataPopulate": PhaseActions(phase_metadata.metadata_populate,
-                                     phase_metadata.verify_metadata),
+                                     phase_metadata.verify_metadata, verify_reads_only=True),
     "ImagePreload": PhaseActions(phase_image_preload.image_preload,
                                  phase_image_preload.verify_suc(c.COMPONENT_IMAGE_PRELOAD),
-                                 phase_image_preload.entry),
+                                 phase_image_preload.entry, verify_reads_only=True),
     "ClusterUpgrade": PhaseActions(phase_cluster_upgrade.cluster_upgrade,
                                    phase_cluster_upgrade.verify_cluster,
-                                   phase_cluster_upgrade.entry),
+                                   phase_cluster_upgrade.entry, verify_reads_only=True),
     # NodeUpgrade's entry, as node_gate step=enter makes it (the node play's first task,
     # which then finds it entered and starts the first node's evacuation)
     "NodeUpgrade": PhaseActions(_enter_node_upgrade, enters=True),
@@ -81,4 +83,4 @@ def run(module: Any, name: str) -> None:
     """The body of phase module ``name`` (exits through ``exit_json``/``fail_json``)."""
     fns = TABLE[name]
     pipeline.run_phase(module, phases.get(name), fns.act, fns.verify, entry=fns.entry,
-                       table=TABLE)
+                       table=TABLE, verify_reads_only=fns.verify_reads_only)
