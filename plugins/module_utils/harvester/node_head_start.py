@@ -51,6 +51,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_j
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
     count_ours,
+    ours_selector,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_phase import (
     check_phase,
@@ -183,10 +184,11 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                            "job": "", "pod_evictions": {}}
     deadline = time.monotonic() + timeout
     run = run_id()
-    labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
-    sel = ",".join(f"{k}={v}" for k, v in labels.items())
+    sel = ours_selector(writer, node)
+    ours: list[dict[str, Any]] = []   # this plan's migrations off the node, as last seen
 
     def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        ours[:] = view[VMIM_KIND].values()
         for m in view[VMIM_KIND].values():
             md = m.get("metadata") or {}
             if (md.get("annotations") or {}).get(RUN_ANNOTATION) == run and \
@@ -238,11 +240,11 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     except WaitTimeout as exc:
         return ended(why=f"left to {node}'s own cycle: {exc}"[:300])
     out = ended()
-    ans = answer_hook(kube, writer, node, "pre-drain")
+    ans = answer_hook(kube, writer, node, "pre-drain", pre_drain_job={**job, "changed": False})
     out["changed"] |= bool(ans.get("changed"))
     out["answered"] = not ans.get("passed")
     counted: dict[str, Any] = {"migrated": []}
-    count_ours(kube, writer, node, counted)
+    count_ours(kube, writer, node, counted, migs=ours)
     out["migrated"] = counted["migrated"]
     if out["answered"]:
         out["job"] = _start_os_upgrade(kube, writer, node, secret, deadline - time.monotonic())

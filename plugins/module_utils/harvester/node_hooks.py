@@ -110,12 +110,15 @@ def await_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, timeout: fl
 
 
 def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
-                job_timeout: float = 3600, safety_timeout: float | None = None
-                ) -> dict[str, Any]:
+                job_timeout: float = 3600, safety_timeout: float | None = None,
+                pre_drain_job: dict[str, Any] | None = None) -> dict[str, Any]:
     """Copy Rancher's ``rke.cattle.io/<hook>`` value into our hook annotation. A pre-drain is
     answered only after the node's pre-drain Job succeeded (:func:`run_pre_drain_job`) and,
     with ``safety_timeout``, once it is still safe to take the node down
-    (:func:`wait_safe_to_go_down`: what changed since the evacuation's checks)."""
+    (:func:`wait_safe_to_go_down`: what changed since the evacuation's checks).
+    ``pre_drain_job``: what :func:`run_pre_drain_job` returned to the caller just now, the Job
+    complete and the restore record merged back after it (a head start): a complete Job
+    stays complete and nothing else writes that record then, so neither is read again."""
     plan = writer.refresh()
     fact = fact_for(cluster_facts(kube, plan, light=True), node)
     pre_hook, post_hook = hook_names(kube)
@@ -140,7 +143,8 @@ def answer_hook(kube: Kube, writer: PlanWriter, node: str, hook: str, *,
         return {"changed": changed, "value": value, "passed": False}
     pre_drained = False
     if hook == "pre-drain":
-        job = run_pre_drain_job(kube, writer, node, timeout=job_timeout)
+        job = pre_drain_job if pre_drain_job and pre_drain_job.get("complete") else \
+            run_pre_drain_job(kube, writer, node, timeout=job_timeout)
         if safety_timeout is not None and not kube.check_mode:
             wait_safe_to_go_down(kube, writer, node, safety_timeout)
         # the state is written before the answer; its Event, which the answer follows at

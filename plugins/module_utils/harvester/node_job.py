@@ -217,6 +217,8 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         _job_event(writer, node, result["job"], single)
         result["changed"] = True
     if state != "WaitingReboot":
+        if job is not None and outcome[0] == "running":
+            kube.seed(job)   # as read above: the wait starts from it
         try:
             outcome = _await_job(kube, result["job"], job_timeout)
         except WaitTimeout as exc:
@@ -361,6 +363,8 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
     elif outcome[0] == "running" and start_only:
         return out
     if outcome[0] != "complete":
+        if job is not None and outcome[0] == "running":
+            kube.seed(job)   # as read above: the wait starts from it
         try:
             outcome = _await_job(kube, name, timeout)
         except WaitTimeout as exc:

@@ -399,15 +399,23 @@ def _vmim_selector(moves: list[ev.Move]) -> str | None:
     return f"{VMI_NAME_LABEL} in ({','.join(names)})"
 
 
-def count_ours(kube: Kube, writer: PlanWriter, node: str, result: dict[str, Any]) -> None:
-    """VMs our own earlier migrations moved off ``node`` (the previous node's head start, a
-    killed run) count as migrated, once each."""
+def ours_selector(writer: PlanWriter, node: str) -> str:
+    """The label selector of the migrations this plan made off ``node``."""
     labels = {**writer.labels("node-upgrade"), c.LABEL_NODE: node}
-    sel = ",".join(f"{k}={v}" for k, v in labels.items())
-    try:
-        migs = kube.list(VMI_API, VMIM_KIND, None, sel)
-    except NotServed:
-        return
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def count_ours(kube: Kube, writer: PlanWriter, node: str, result: dict[str, Any],
+               migs: list[dict[str, Any]] | None = None) -> None:
+    """VMs our own earlier migrations moved off ``node`` (the previous node's head start, a
+    killed run) count as migrated, once each. ``migs``: those migrations (selected by
+    :func:`ours_selector`) as a wait that saw every VM off the node has just seen them (none
+    is created after that), instead of a list."""
+    if migs is None:
+        try:
+            migs = kube.list(VMI_API, VMIM_KIND, None, ours_selector(writer, node))
+        except NotServed:
+            return
     seen = {m["vm"] for m in result["migrated"]}
     for m in migs:
         st = m.get("status") or {}
