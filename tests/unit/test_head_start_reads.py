@@ -1,0 +1,152 @@
+"""The end of a head start (node_head_start.finish_head_start) answers the node's pre-drain
+with the pre-drain Job it has just seen complete and counts the node's migrations from the
+wait that saw its VMs off: neither the Job, the restore-vm ConfigMap nor the migrations are
+read again for it (docs/performance.md "API requests, round three")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+_MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+c = pytest.importorskip(f"{_MU}.constants")
+node_hooks = pytest.importorskip(f"{_MU}.node_hooks")
+node_head_start = pytest.importorskip(f"{_MU}.node_head_start")
+no = pytest.importorskip(f"{_MU}.node_order")
+
+NODE = "n2"
+PLAN = "hvst-upgrade-abcde"
+
+
+class Writer:
+    name = PLAN
+
+    def __init__(self) -> None:
+        self.plan = {"metadata": {"name": PLAN}, "spec": {}, "status": {
+            "currentPhase": "NodeUpgrading"}}
+        self.states: list[str] = []
+        self.events: list[str] = []
+
+    def refresh(self) -> dict[str, Any]:
+        return self.plan
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {c.LABEL_PLAN: PLAN, c.LABEL_COMPONENT: component}
+
+    def set_node_state(self, node: str, state: str, *_a: Any, **_kw: Any) -> bool:
+        self.states.append(state)
+        return True
+
+    def event(self, reason: str, message: str, **_kw: Any) -> None:
+        self.events.append(reason)
+
+
+class Kube:
+    check_mode = False
+
+    def __init__(self) -> None:
+        self.patched: list[str] = []
+        self.secret = {"metadata": {"name": "mp", "annotations": {no.PRE_DRAIN: "v1"}}}
+
+    def get(self, api_version: str, kind: str, name: str,
+            namespace: str | None = None) -> dict[str, Any] | None:
+        if kind == "Secret":
+            return self.secret
+        if kind == "Node":
+            return {"metadata": {"name": NODE}, "spec": {"unschedulable": True}}
+        raise AssertionError(f"not read again: {kind} {name}")
+
+    def list(self, *args: Any, **kw: Any) -> list[dict[str, Any]]:
+        raise AssertionError(f"not listed again: {args}")
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        self.patched.append(f"{kind}/{name}")
+        return {}
+
+
+def _facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    fact = {"name": NODE, "machine_plan_secret": "mp", "upgraded": False}
+    monkeypatch.setattr(node_hooks, "cluster_facts", lambda *_a, **_kw: [fact])
+    monkeypatch.setattr(node_hooks, "hook_names", lambda _k: (no.DEFAULT_PRE_HOOK,
+                                                               no.DEFAULT_POST_HOOK))
+
+
+def test_the_answer_takes_a_pre_drain_job_seen_complete_just_now(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _facts(monkeypatch)
+
+    def again(*_a: Any, **_kw: Any) -> dict[str, Any]:
+        raise AssertionError("the pre-drain Job is not run (read) again")
+    monkeypatch.setattr(node_hooks, "run_pre_drain_job", again)
+    kube, writer = Kube(), Writer()
+    res = node_hooks.answer_hook(kube, writer, NODE, "pre-drain",  # type: ignore[arg-type]
+                                 pre_drain_job={"complete": True, "changed": False})
+    assert res["changed"] and kube.patched == ["Secret/mp"], res
+    assert writer.states == ["PreDrained"] and writer.events == ["NodePreDrained"]
+    # a Job not seen complete is run (awaited) as before
+    monkeypatch.setattr(node_hooks, "run_pre_drain_job",
+                        lambda *_a, **_kw: {"complete": True, "changed": True})
+    kube.secret["metadata"]["annotations"].pop(no.DEFAULT_PRE_HOOK, None)
+    assert node_hooks.answer_hook(kube, Writer(), NODE, "pre-drain",  # type: ignore[arg-type]
+                                  pre_drain_job={"complete": False})["changed"]
+
+
+def test_the_end_of_a_head_start_reads_neither_the_job_nor_the_migrations_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    mig = {"metadata": {"name": "m1", "namespace": "default"},
+           "spec": {"vmiName": "vm1"},
+           "status": {"phase": "Succeeded", "migrationState": {"targetNode": "n3"}}}
+
+    class Waiting(Kube):
+        def wait(self, sources: list[Any], predicate: Any, **_kw: Any) -> Any:
+            return predicate({"VirtualMachineInstance": {},
+                              "VirtualMachineInstanceMigration": {"default/m1": mig}})
+
+    class Round:
+        def result(self) -> dict[str, Any]:
+            return {"evicted": [], "left": [], "skipped": ""}
+
+    answered: dict[str, Any] = {}
+
+    def answer(*_a: Any, **kw: Any) -> dict[str, Any]:
+        answered.update(kw)
+        return {"changed": True, "passed": True}
+    hs = node_head_start
+    for name in ("wait_volumes_safe", "wait_pdbs", "wait_nodes_ready", "check_phase"):
+        monkeypatch.setattr(hs, name, lambda *_a, **_kw: {})
+    monkeypatch.setattr(hs.pe, "start_round", lambda *_a, **_kw: Round())
+    monkeypatch.setattr(hs, "taint_node", lambda *_a: False)
+    monkeypatch.setattr(hs, "no_shutdown_event", lambda *_a: None)
+    monkeypatch.setattr(hs, "run_pre_drain_job", lambda *_a, **_kw: {
+        "complete": True, "changed": True, "job": "j"})
+    monkeypatch.setattr(hs, "answer_hook", answer)
+    out = hs.finish_head_start(Waiting(), Writer(), NODE, "mp", 30)  # type: ignore[arg-type]
+    assert answered["pre_drain_job"]["complete"], answered
+    assert out["migrated"] == [{"vm": "default/vm1", "attempts": 1, "to": "n3"}], out
+
+
+def test_a_node_job_read_as_running_answers_the_wait_on_it() -> None:
+    node_job = pytest.importorskip(f"{_MU}.node_job")
+    name = node_job.job_name(PLAN, "pre-drain", NODE)
+    running = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": name, "namespace": c.UPGRADE_NS, "resourceVersion": "9"},
+               "status": {"active": 1}}
+    order: list[str] = []
+
+    class Jobs(Kube):
+        def get(self, api_version: str, kind: str, name: str,
+                namespace: str | None = None) -> dict[str, Any] | None:
+            return running if kind == "Job" else None
+
+        def seed(self, obj: dict[str, Any]) -> None:
+            order.append(f"seed {obj['metadata']['name']}")
+
+        def wait(self, sources: list[Any], predicate: Any, **_kw: Any) -> Any:
+            order.append("wait")
+            done = {**running, "status": {"conditions": [{"type": "Complete",
+                                                          "status": "True"}]}}
+            return predicate({"Job": {name: done}})
+    out = node_job.run_pre_drain_job(Jobs(), Writer(), NODE)  # type: ignore[arg-type]
+    assert out["complete"] and order == [f"seed {name}", "wait"], (out, order)
