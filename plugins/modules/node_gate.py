@@ -23,7 +23,8 @@ description:
     C(kube-system/descheduler) addon disabled when enabled. The original values are saved in
     plan annotations before anything is changed (M(harvester.upgrade.finalize),
     M(harvester.upgrade.upgrade_abort) and plan deletion restore them); a resumed run keeps
-    the saved originals. Check mode only reports it (RV(settings)).
+    the saved originals and holds them again, unless I(prerun_held). Check mode only reports
+    it (RV(settings)).
   - I(step=batch) runs at the start of each batch of the serial node play. It drops nodes that
     are already upgraded (resume) and fails, naming both, when Rancher is draining a node that
     is not in the batch (or, when Rancher is between nodes, the batch is not the next
@@ -84,6 +85,14 @@ options:
       C(0) only starts the evacuation.
     type: int
     default: 0
+  prerun_held:
+    description:
+      - I(step=enter) only. This run's previous call (ClusterUpgrade's, C(then)) has just
+        entered NodeUpgrade, its PreRun holding the settings: when the plan says so too
+        (C(NodeUpgrading), C(status.provisionGeneration) recorded, every node with a state),
+        the settings are not read and held again. Otherwise (a resumed run) they are.
+    type: bool
+    default: false
   play:
     description: The node play's hosts (I(head_start)); empty means every managed node.
     type: list
@@ -206,6 +215,7 @@ def main() -> None:
         head_start={"type": "bool", "default": False},
         head_start_wait={"type": "int", "default": 10},
         head_start_finish={"type": "int", "default": 0},
+        prerun_held={"type": "bool", "default": False},
         play={"type": "list", "elements": "str", "default": []},
         then={"type": "list", "elements": "dict", "default": []},
     )
@@ -238,7 +248,7 @@ def main() -> None:
             except errors.NodeLoopError as exc:
                 return {"changed": False, "phase": "", "single_node": False,
                         "warning": str(exc)}
-        res = node_phase.enter_phase(kube, writer)
+        res = node_phase.enter_phase(kube, writer, held=p["prerun_held"])
         if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
             res["head_start"] = node_head_start.first_head_start(
                 kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"],

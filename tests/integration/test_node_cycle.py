@@ -63,11 +63,13 @@ def test_whole_upgrade_in_each_mode(simulator: Any, mode: str) -> None:
     from harvester_sim import report as rep
     sim = simulator("three-node", speed=SPEED)
     start, running, order = _snapshot(sim)
+    sim.server.audit = []   # which module made each request (its user agent)
     res = run_playbook(sim, "upgrade.yml", extra_vars={"node_upgrade_mode": mode},
                        timeout=500)
     assert res.rc == 0, res
     plan = only_plan(sim)
     assert plan["status"]["currentPhase"] == "Succeeded", res
+    _no_reads_of_what_the_run_just_did(list(sim.server.audit), mode)
     report = rep.build(sim.world)
     assert report["invariant_violations"] == [], report["invariant_violations"]
     rel = plan["status"]["releaseMetadata"]
@@ -142,6 +144,35 @@ def _no_repeated_events_or_reads(sim: Any, plan: dict[str, Any], order: list[str
     assert by.get("list versions", 0) == 1, by
     if mode == "node":
         assert by.get("get upgradeplans", 0) <= 1, by
+
+
+def _no_reads_of_what_the_run_just_did(audit: list[dict[str, Any]], mode: str) -> None:
+    """docs/performance.md "API requests, round three": the node play's entry does not hold
+    (read) the settings ClusterUpgrade's call held moments ago (one read of the descheduler
+    Addon in the run: its PreRun); in node mode the finish play does not call node_gate once
+    the last node's cycle completed NodeUpgrade; an Eviction is sent only while the budget
+    allows one; the repository's task reads neither the nodes (they only size a Deployment
+    to create) nor lists the Deployment its wait starts from."""
+    def calls(module: str, verb: str, resource: str) -> int:
+        return sum(1 for e in audit if e.get("verb") == verb
+                   and (e.get("objectRef") or {}).get("resource") == resource
+                   and str(e.get("userAgent") or "").endswith(f"/{module}"))
+    assert sum(calls(m, "get", "addons") for m in ("cluster_upgrade", "node_gate")) == 1
+    assert calls("node_gate", "get", "addons") == 0
+    assert calls("repo_create", "list", "deployments") == 0
+    # (the ImagePreload it starts lists them: its own Plan's concurrency)
+    assert calls("repo_create", "list", "nodes") == 1
+    refused = [e for e in audit if (e.get("objectRef") or {}).get("resource") == "pods"
+               and e.get("verb") == "create" and (e.get("responseStatus") or {}).get(
+                   "code") == 429 and "harvester-upgrade/" in str(e.get("userAgent"))]
+    # (one refusal may come of a budget status the cycle's informer had not seen change yet;
+    # every round asking for every protected pod made six in this run)
+    assert len(refused) <= 1, refused
+    if mode == "node":
+        finish = [e for e in audit if str(e.get("userAgent") or "").endswith("/node_gate")
+                  and (e.get("objectRef") or {}).get("resource") == "leases"]
+        # node_gate's calls: step=enter only (its Lease read and watch)
+        assert len(finish) == 2, finish
 
 
 def _state(sim: Any, node: str) -> str:

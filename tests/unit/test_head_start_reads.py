@@ -150,3 +150,31 @@ def test_a_node_job_read_as_running_answers_the_wait_on_it() -> None:
             return predicate({"Job": {name: done}})
     out = node_job.run_pre_drain_job(Jobs(), Writer(), NODE)  # type: ignore[arg-type]
     assert out["complete"] and order == [f"seed {name}", "wait"], (out, order)
+
+
+@pytest.mark.parametrize(("held", "status", "reads"), [
+    # the run's ClusterUpgrade call entered the phase moments ago, and the plan says so
+    (True, {"currentPhase": "NodeUpgrading", "provisionGeneration": 4}, False),
+    # ... but the plan does not record the whole entry: held again
+    (True, {"currentPhase": "NodeUpgrading"}, True),
+    # a resumed run (no call of this run entered it): held again, as the protocol says
+    (False, {"currentPhase": "NodeUpgrading", "provisionGeneration": 4}, True),
+])
+def test_the_node_plays_entry_holds_the_settings_again_unless_this_run_just_did(
+        monkeypatch: pytest.MonkeyPatch, held: bool, status: dict[str, Any],
+        reads: bool) -> None:
+    node_phase = pytest.importorskip(f"{_MU}.node_phase")
+    facts = [{"name": n, "roles": ["control-plane", "etcd", "worker"]} for n in ("a", "b")]
+    calls: list[str] = []
+    monkeypatch.setattr(node_phase, "cluster_facts", lambda *_a, **_kw: facts)
+    monkeypatch.setattr(node_phase, "inventory", lambda _f: {"order": ["a", "b"]})
+    monkeypatch.setattr(node_phase.node_settings, "hold", lambda *_a, **_kw: calls.append(
+        "hold") or {"changed": False, "actions": []})
+    monkeypatch.setattr(node_phase, "start_rancher_upgrade",
+                        lambda *_a, **_kw: {"changed": False})
+    writer = Writer()
+    writer.plan["status"] = {**status, "nodeUpgradeStatuses": {
+        "a": {"state": "ImagePreloaded"}, "b": {"state": "ImagePreloaded"}}}
+    res = node_phase.enter_phase(Kube(), writer, held=held)  # type: ignore[arg-type]
+    assert res["phase"] == "NodeUpgrading" and res["settings"] == []
+    assert calls == (["hold"] if reads else []), calls

@@ -166,15 +166,21 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True
     return out
 
 
-def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False) -> dict[str, Any]:
+def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False, held: bool = False,
+                light: bool = False) -> dict[str, Any]:
     """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
     NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
     the nodes in Rancher's order too (:func:`inventory`), read before the write. ``fresh``:
     the writer holds the plan as this call has just written it (ClusterUpgrade's completion,
-    phase_table): it is not read again (a conflict on the write re-reads it)."""
+    phase_table): it is not read again (a conflict on the write re-reads it). ``held``: the
+    run's previous call entered the phase moments ago (``then``); when the plan records that
+    entry complete (:func:`_prerun_done`), the settings it held are not read again.
+    ``light``: for a caller that does not use the inventory (the entry started by
+    ClusterUpgrade's call): the facts without the VMIs and the ``server-version`` Setting
+    (:func:`cluster_facts`), which the inventory alone shows."""
     plan = writer.plan if fresh else writer.refresh()
     phase = check_phase(plan)
-    facts = cluster_facts(kube, plan)
+    facts = cluster_facts(kube, plan, light=light)
     if phase in AFTER_NODES:
         return {"changed": False, "phase": phase, **inventory(facts)}
     statuses = dict((plan.get("status") or {}).get("nodeUpgradeStatuses") or {})
@@ -182,20 +188,33 @@ def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False) -> dict[str
     for n in missing:
         statuses[n] = {"state": "ImagePreloaded"}
     # PreRun: Longhorn/descheduler settings held for the roll, their originals saved on the
-    # plan before any change; again on a resumed run (idempotent: keeps the saved originals)
-    held = node_settings.hold(kube, plan, single_node=is_single_node(facts),
-                              check_mode=bool(kube.check_mode))
-    if fresh and isinstance(held.get("plan"), dict):   # as patched: the next write is on it
-        writer.plan = writer.recorder.plan = held["plan"]
-    changed = held["changed"] and not kube.check_mode
+    # plan before any change; again on a resumed run (idempotent: keeps the saved originals),
+    # not right after the run's previous call made the whole entry
+    if held and not missing and not kube.check_mode and _prerun_done(plan, facts):
+        prerun: dict[str, Any] = {"changed": False, "actions": []}
+    else:
+        prerun = node_settings.hold(kube, plan, single_node=is_single_node(facts),
+                                    check_mode=bool(kube.check_mode))
+    if fresh and isinstance(prerun.get("plan"), dict):   # as patched: the next write is on it
+        writer.plan = writer.recorder.plan = prerun["plan"]
+    changed = prerun["changed"] and not kube.check_mode
     if phase != "NodeUpgrading" or missing:
         changed = _phase(kube, writer, False, statuses if missing else None,
                          reread=not fresh) or changed
     if not is_single_node(facts):
         rancher = start_rancher_upgrade(kube, writer, reread=not fresh)
         changed |= bool(rancher["changed"])
-    return {"changed": changed, "phase": "NodeUpgrading", "settings": held["actions"],
+    return {"changed": changed, "phase": "NodeUpgrading", "settings": prerun["actions"],
             **inventory(facts)}
+
+
+def _prerun_done(plan: dict[str, Any], facts: list[dict[str, Any]]) -> bool:
+    """The plan records NodeUpgrade's whole entry: NodeUpgrading, written after the PreRun's
+    settings were held (a failed hold raises before it), and Rancher's upgrade started after
+    it (``provisionGeneration``), or a single node (no settings held, no Rancher patch)."""
+    st = plan.get("status") or {}
+    return st.get("currentPhase") == "NodeUpgrading" and (
+        st.get("provisionGeneration") is not None or is_single_node(facts))
 
 
 def finish_phase(kube: Kube, writer: PlanWriter, timeout: float) -> dict[str, Any]:

@@ -32,8 +32,9 @@ PhaseActions = pipeline.PhaseActions
 def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
     """NodeUpgrade entered by the call before (ClusterUpgrade's, ``then``): PreRun (the
     settings held for the roll), NodeUpgrading, Rancher's upgrade started (node_phase.
-    enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's."""
-    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True)
+    enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's (its
+    entry reads the inventory: not read here)."""
+    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
     ctx.actions.extend(res.get("settings") or [])
     return pipeline.Step("pending", "NodeUpgrading: Rancher upgrades the nodes; the node play "
                          "goes on")
