@@ -169,11 +169,11 @@ def allowed_disruptions(pdbs: list[dict[str, Any]]) -> dict[str, int]:
         meta, st = b.get("metadata") or {}, b.get("status")
         if not isinstance(st, dict) or "disruptionsAllowed" not in st:
             continue
-        if int(st.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-            continue
         try:
+            if int(st.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+                continue
             out[f"{meta.get('namespace')}/{meta.get('name')}"] = int(st["disruptionsAllowed"])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):   # not a number: asked for, the apiserver decides
             continue
     return out
 
