@@ -215,3 +215,12 @@ def test_a_fresh_discoverer_is_not_invalidated_again(tmp_path: Any) -> None:
     assert kube.served("example.io/v1", "Thing")
     kube.invalidate()                                        # now it holds a group version
     assert server.paths == ["version", "apis", "apis/example.io/v1", "version", "apis"]
+    # the group list it has just read answers for a group it lacks (an UpgradePlan before
+    # its CRD), not read again at once; once a CRD is installed, it is
+    del server.paths[:]
+    assert not kube.served("plans.io/v1", "Plan")
+    assert server.paths == []
+    server.served["plans.io/v1"] = ["Plan"]
+    kube.invalidate("plans.io/v1")
+    assert kube.served("plans.io/v1", "Plan")
+    assert server.paths == ["apis", "apis/plans.io/v1"]

@@ -269,7 +269,10 @@ class Kube:
         try:
             self.dyn.resources.invalidate_cache()
         except AttributeError:
-            pass
+            return
+        # the group list was read again just now: a kind of a group it lacks (an UpgradePlan
+        # before its CRD) is not served, without reading it once more at once
+        discovery_cache.groups_read_now(self.dyn)
 
     # -- reads -------------------------------------------------------------------------------
     def get(self, api_version: str, kind: str, name: str,

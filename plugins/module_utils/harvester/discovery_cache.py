@@ -61,6 +61,14 @@ def _reread_groups(disc: Any) -> None:
     disc._groups_read_at = time.monotonic()
 
 
+def groups_read_now(dyn: Any) -> None:
+    """The discoverer of ``dyn`` has just read the group list (its whole cache thrown away
+    and read again): it answers as :func:`_reread_groups` would for
+    :data:`GROUPS_FRESH_SECONDS`."""
+    if forgettable(dyn):
+        dyn.resources._groups_read_at = time.monotonic()
+
+
 def forget_groups(dyn: Any) -> None:
     """The group list read last is not fresh any more (a CRD was installed)."""
     disc = getattr(dyn, "resources", None)
