@@ -88,7 +88,7 @@ options:
   prerun_held:
     description:
       - I(step=enter) only. This run's previous call (ClusterUpgrade's, C(then)) has just
-        entered NodeUpgrade, its PreRun holding the settings: when the plan says so too
+        entered NodeUpgrade, its PreRun holding the settings. When the plan says so too
         (C(NodeUpgrading), C(status.provisionGeneration) recorded, every node with a state),
         the settings are not read and held again. Otherwise (a resumed run) they are.
     type: bool
