@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -36,35 +37,68 @@ def _restore_cm_name(writer: PlanWriter) -> str:
     return f"{writer.name}-restore-vm"
 
 
+# Our own copy of each node's entry, in the ConfigMap's annotations: Harvester's VM detector
+# (the pre-drain Job's ``vm-live-migrate-detector --shutdown``, harvester v1.6.0
+# pkg/upgradehelper/vmlivemigratedetector/detector.go createOrUpdateConfigMap) sets
+# ``data[<node>]`` to the VMs it finds running, which drops the ones this collection has
+# already stopped; it updates the object it read, so the annotations stay. A run killed
+# between the Job's rewrite and our merge back still finds what it stopped here.
+RECORD_ANNOTATION = "harvester-upgrade.harvesterhci.io/stopped-vms"
+
+
+def _recorded(cm: dict[str, Any], node: str) -> set[str]:
+    """The node's entry: Harvester's ``data[<node>]`` and our copy (:data:`RECORD_ANNOTATION`)."""
+    out = {k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k}
+    return out | set(_ours(cm).get(node) or [])
+
+
+def _ours(cm: dict[str, Any]) -> dict[str, list[str]]:
+    raw = ((cm.get("metadata") or {}).get("annotations") or {}).get(RECORD_ANNOTATION)
+    try:
+        got = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    if not isinstance(got, dict):
+        return {}
+    return {str(n): [str(k) for k in v] for n, v in got.items() if isinstance(v, list)}
+
+
 def record_shutdowns(kube: Kube, writer: PlanWriter, node: str, keys: list[str]) -> bool:
-    """Add ``keys`` (ns/name) to ConfigMap ``<plan>-restore-vm`` under the node's key."""
+    """Add ``keys`` (ns/name) to ConfigMap ``<plan>-restore-vm`` under the node's key, and to
+    our copy of it (:data:`RECORD_ANNOTATION`), before the VMs are stopped."""
     name = _restore_cm_name(writer)
     cm = kube.get("v1", "ConfigMap", name, c.UPGRADE_NS)
     if cm is None:
         if kube.check_mode:
             return True
+        value = sorted(set(keys))
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": c.UPGRADE_NS,
                              "labels": writer.labels("node-upgrade"),
+                             "annotations": {RECORD_ANNOTATION: json.dumps({node: value})},
                              "ownerReferences": [writer.owner_reference()]},
-                "data": {node: ",".join(sorted(set(keys)))}}
+                "data": {node: ",".join(value)}}
         kube.create_in("v1", "ConfigMap", body, c.UPGRADE_NS)
         writer.event("RestoreVMConfigMapCreated",
                      f"ConfigMap {c.UPGRADE_NS}/{name} created",
                      component="vm-live-migrate-detector", namespace=c.UPGRADE_NS)
         return True
     have = [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
-    merged = sorted(set(have) | set(keys))
-    if merged == sorted(set(have)):
+    ours = _ours(cm)
+    merged = sorted(_recorded(cm, node) | set(keys))
+    if merged == sorted(set(have)) and merged == sorted(set(ours.get(node) or [])):
         return False
     if not kube.check_mode:
-        kube.patch("v1", "ConfigMap", name, {"data": {node: ",".join(merged)}}, c.UPGRADE_NS)
+        ours[node] = merged
+        kube.patch("v1", "ConfigMap", name, {
+            "metadata": {"annotations": {RECORD_ANNOTATION: json.dumps(ours, sort_keys=True)}},
+            "data": {node: ",".join(merged)}}, c.UPGRADE_NS)
     return True
 
 
 def restore_entries(kube: Kube, writer: PlanWriter, node: str) -> list[str]:
     cm = kube.get("v1", "ConfigMap", _restore_cm_name(writer), c.UPGRADE_NS) or {}
-    return [k for k in ((cm.get("data") or {}).get(node) or "").split(",") if k]
+    return sorted(_recorded(cm, node))
 
 
 def restore_pending(kube: Kube, writer: PlanWriter, node: str) -> bool:
