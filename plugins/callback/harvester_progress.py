@@ -81,20 +81,23 @@ except ImportError:  # pragma: no cover - the callback is always loaded from the
     _COMPLETED_TO_NAME = {}
     _TAG_TO_NAME = {}
 
-# the collection's filters that the first play's checks call: looked up and loaded here, in
-# ansible-playbook, before the first play, so that the checks' workers (each a new fork) do not
-# each look them up in the collection again (10-17 ms apiece; docs/performance.md)
+# the filters and lookups that the first play's checks call (common's variable check, the
+# phase roles' argument specs): looked up and loaded here, in ansible-playbook, before the
+# first play, so that the checks' workers (each a new fork) do not each look them up again
+# (5-17 ms apiece; docs/performance.md)
 CHECK_FILTERS = ("harvester.upgrade.upgrade_var_errors", "harvester.upgrade.role_argument_spec")
+CHECK_LOOKUPS = ("ansible.builtin.varnames", "ansible.builtin.vars")
 
 
 def _load_check_filters() -> None:
-    from ansible.plugins.loader import filter_loader
+    from ansible.plugins.loader import filter_loader, lookup_loader
 
-    for name in CHECK_FILTERS:
-        try:
-            filter_loader.get(name)
-        except Exception:  # noqa: BLE001 - the check that calls it reports it
-            continue
+    for loader, names in ((filter_loader, CHECK_FILTERS), (lookup_loader, CHECK_LOOKUPS)):
+        for name in names:
+            try:
+                loader.get(name)
+            except Exception:  # noqa: BLE001 - the check that calls it reports it
+                continue
 
 
 PREFIX = "harvester | "
