@@ -84,7 +84,7 @@ except ImportError:  # pragma: no cover - the callback is always loaded from the
 # the filters and lookups that the first play's checks call (common's variable check, the
 # phase roles' argument specs): looked up and loaded here, in ansible-playbook, before the
 # first play, so that the checks' workers (each a new fork) do not each look them up again
-# (5-17 ms apiece; docs/performance.md)
+# (docs/performance.md)
 CHECK_FILTERS = ("harvester.upgrade.upgrade_var_errors", "harvester.upgrade.role_argument_spec")
 CHECK_LOOKUPS = ("ansible.builtin.varnames", "ansible.builtin.vars")
 

@@ -57,6 +57,8 @@ LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
         "cryptography.x509")
 
 
+# the filter the phase tasks' then option calls: found and loaded here once, else every such
+# task's worker looks it up in the collection again as it templates its arguments
 FILTERS = ("harvester.upgrade.phase_chain",)
 
 
@@ -75,9 +77,6 @@ def _preload() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - that module reports it when it runs
             continue
-    # the filter the phase tasks' then option calls, found and loaded here once: else every
-    # such task's worker looks it up in the collection again as it templates its arguments
-    # (4-10 ms each, ~1 ms once ansible-playbook holds it)
     for name in FILTERS:
         try:
             filter_loader.get(name)

@@ -159,7 +159,7 @@ def definition() -> dict[str, Any]:
     """The CRD as a dict."""
     import yaml
 
-    # libyaml's safe loader when PyYAML has it (the same dict, ~8x faster: the first run's
-    # UpgradePlan creation waits for it)
+    # libyaml's safe loader when PyYAML has it (the same dict; the first run's UpgradePlan
+    # creation waits for it)
     return dict(yaml.load(CRD_YAML,
                           Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
