@@ -81,6 +81,25 @@ except ImportError:  # pragma: no cover - the callback is always loaded from the
     _COMPLETED_TO_NAME = {}
     _TAG_TO_NAME = {}
 
+# the filters and lookups that the first play's checks call (common's variable check, the
+# phase roles' argument specs): looked up and loaded here, in ansible-playbook, before the
+# first play, so that the checks' workers (each a new fork) do not each look them up again
+# (docs/performance.md)
+CHECK_FILTERS = ("harvester.upgrade.upgrade_var_errors", "harvester.upgrade.role_argument_spec")
+CHECK_LOOKUPS = ("ansible.builtin.varnames", "ansible.builtin.vars")
+
+
+def _load_check_filters() -> None:
+    from ansible.plugins.loader import filter_loader, lookup_loader
+
+    for loader, names in ((filter_loader, CHECK_FILTERS), (lookup_loader, CHECK_LOOKUPS)):
+        for name in names:
+            try:
+                loader.get(name)
+            except Exception:  # noqa: BLE001 - the check that calls it reports it
+                continue
+
+
 PREFIX = "harvester | "
 NODE_MODULES = ("drain_hook_ack", "vm_evacuate", "vm_restore", "node_job", "node_gate",
                 "node_cycle")
@@ -311,6 +330,7 @@ class CallbackModule(CallbackBase):
         self._last_line: str | None = None
         self._broken = False
         self._started: dict[tuple[str, str], float] = {}   # (host, task) -> when it started
+        _load_check_filters()
 
     # -- helpers -------------------------------------------------------------------------
     def _say(self, msg: str, color: str | None = None) -> None:

@@ -65,7 +65,10 @@ def _role_specs(role: Any) -> dict[str, Any]:
     if role not in _SPECS:
         path = ROLES / role / "meta" / "argument_specs.yml"
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            # libyaml's parser when PyYAML has it, not the pure-Python one: this runs in the
+            # first play's check, before anything else of the run
+            data = yaml.load(path.read_text(encoding="utf-8"),
+                             Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
         except OSError as exc:
             raise AnsibleFilterError(
                 f"role_argument_spec: harvester.upgrade.{role} has no argument spec "

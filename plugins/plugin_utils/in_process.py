@@ -37,6 +37,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.errors import UnsupportedError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import filter_loader
 from ansible.utils.display import Display
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import module_factory
@@ -56,6 +57,11 @@ LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
         "cryptography.x509")
 
 
+# the filter the phase tasks' then option calls: found and loaded here once, else every such
+# task's worker looks it up in the collection again as it templates its arguments
+FILTERS = ("harvester.upgrade.phase_chain",)
+
+
 def _preload() -> None:
     # with cached bytecode (plugin_utils/bytecode.py: ansible-core's collection loader
     # compiles every file from source), here and in the workers' later imports
@@ -70,6 +76,11 @@ def _preload() -> None:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - that module reports it when it runs
+            continue
+    for name in FILTERS:
+        try:
+            filter_loader.get(name)
+        except Exception:  # noqa: BLE001 - the task that calls it reports it
             continue
 
 

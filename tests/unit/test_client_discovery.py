@@ -112,6 +112,29 @@ def test_nothing_discovered_writes_nothing() -> None:
     assert disc.writes == 0
 
 
+def test_discovery_cache_written_as_kubernetes_writes_it(tmp_path: Any) -> None:
+    """The held-back write of a kubernetes Discoverer (its cache file and ``_cache``) gives
+    the file its own ``_write_cache`` gives (``json.dump`` with ``CacheEncoder``), without
+    calling it."""
+    import io
+    import json
+
+    from kubernetes.dynamic.discovery import CacheEncoder
+
+    disc = _Discoverer()
+    path = tmp_path / "k8srcp-x.json"
+    cache = {"library_version": "1", "resources": {"api": {"": {"v1": {"a": [1, "é"]}}}}}
+    setattr(disc, "_Discoverer__cache_file", str(path))   # as kubernetes' name mangling has it
+    disc._cache = cache  # type: ignore[attr-defined]  # noqa: SLF001
+    discovery_cache.defer_discovery_writes(type("Dyn", (), {"resources": disc})())
+    disc.search()
+    discovery_cache.flush_discovery_cache()
+    own = io.StringIO()
+    json.dump(cache, own, cls=CacheEncoder)
+    assert path.read_text() == own.getvalue()
+    assert disc.writes == 0
+
+
 class _Server:
     """What a discovery client reads of an API server: the groups and the kinds of each group
     version (``served``); ``paths`` lists every request."""

@@ -416,3 +416,27 @@ def test_a_lease_this_process_released_is_not_taken_back() -> None:
     assert kube.lease is None and not lost
     h.run()                                     # the loop ends at once, writing nothing
     assert kube.lease is None
+
+
+def test_old_run_files_removed_at_most_once_an_hour(tmp_path: Any) -> None:
+    """A run's first module removes the token files of runs older than a week, and records
+    when (a dot-named marker, never read as a token); within the hour after, the directory is
+    not scanned again; once the marker is an hour old, it is."""
+    week_ago = datetime.now(timezone.utc).timestamp() - 8 * 86400
+    old = tmp_path / "boot_1_1"
+    old.write_text("aaaa")
+    os.utime(old, (week_ago, week_ago))
+    recent = tmp_path / "boot_2_2"
+    recent.write_text("bbbb")
+    lock_run._forget_old_runs(str(tmp_path))  # noqa: SLF001 - the function under test
+    assert not old.exists() and recent.exists()
+    marker = tmp_path / lock_run.FORGOTTEN
+    assert marker.exists() and "." in marker.name
+    old.write_text("aaaa")
+    os.utime(old, (week_ago, week_ago))
+    lock_run._forget_old_runs(str(tmp_path))  # noqa: SLF001
+    assert old.exists()                        # scanned less than an hour ago: left
+    hour_ago = datetime.now(timezone.utc).timestamp() - lock_run.FORGET_EVERY_S - 1
+    os.utime(marker, (hour_ago, hour_ago))
+    lock_run._forget_old_runs(str(tmp_path))  # noqa: SLF001
+    assert not old.exists() and recent.exists() and marker.exists()

@@ -159,4 +159,7 @@ def definition() -> dict[str, Any]:
     """The CRD as a dict."""
     import yaml
 
-    return dict(yaml.safe_load(CRD_YAML))
+    # libyaml's safe loader when PyYAML has it (the same dict; the first run's UpgradePlan
+    # creation waits for it)
+    return dict(yaml.load(CRD_YAML,
+                          Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))

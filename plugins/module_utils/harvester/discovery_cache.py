@@ -176,10 +176,36 @@ def defer_discovery_writes(dyn: Any) -> None:
     def flush() -> None:
         if dirty[0]:
             dirty[0] = False
-            write()
+            if not _write_fast(disc):
+                write()
 
     disc._write_cache = later  # noqa: SLF001 - the discoverer calls it on itself
     _DISCOVERY_FLUSHES.append(flush)
+
+
+def _write_fast(disc: Any) -> bool:
+    """The discoverer's own write (kubernetes.dynamic ``Discoverer._write_cache``: the same
+    JSON, ``CacheEncoder``, to the same file), made with ``json.dumps``, which encodes in C:
+    ``json.dump`` goes through the pure-Python encoder, on the path of every module call that
+    discovered something. False when the discoverer is not the one known here (then its own
+    write is used)."""
+    import json
+
+    path = getattr(disc, "_Discoverer__cache_file", None)
+    cache = getattr(disc, "_cache", None)
+    try:
+        from kubernetes.dynamic.discovery import CacheEncoder
+    except ImportError:
+        return False
+    if not isinstance(path, str) or not isinstance(cache, dict):
+        return False
+    try:
+        text = json.dumps(cache, cls=CacheEncoder)
+        with open(path, "w") as f:
+            f.write(text)
+    except Exception:  # noqa: BLE001 - as the discoverer's own: a cache not written is read again
+        pass
+    return True
 
 
 def flush_discovery_cache() -> None:

@@ -174,12 +174,30 @@ def run_token(pid: int) -> str:
     return token
 
 
+# the files of runs older than a week are removed by a run's first module, at most once per
+# FORGET_EVERY_S (the mtime of FORGOTTEN says when last): the directory keeps one file per run
+# of that week, thousands on a machine that runs many, and a stat of each is on the path of
+# every run's first module (docs/performance.md)
+FORGET_EVERY_S = 3600.0
+FORGOTTEN = ".forgotten"   # a dot in the name: never taken for a run's token file
+
+
 def _forget_old_runs(where: str, keep_days: float = 7.0) -> None:
-    cutoff = time.time() - keep_days * 86400
+    now = time.time()
+    marker = os.path.join(where, FORGOTTEN)
+    try:
+        if 0 <= now - os.stat(marker).st_mtime < FORGET_EVERY_S:
+            return
+    except OSError:
+        pass
+    cutoff = now - keep_days * 86400
     try:
         for entry in os.scandir(where):
-            if entry.is_file() and entry.stat().st_mtime < cutoff:
+            if entry.name != FORGOTTEN and entry.is_file() and entry.stat().st_mtime < cutoff:
                 os.unlink(entry.path)
+        with open(marker, "w", encoding="ascii"):
+            pass
+        os.utime(marker, (now, now))
     except OSError:
         pass
 

@@ -175,7 +175,9 @@ def cert_not_after(host: str, port: int) -> Any:
 
     from cryptography import x509
 
-    ctx = ssl.create_default_context()
+    # nothing is verified (only the expiry is read), so no trust store is loaded
+    # (create_default_context() reads the system's whole CA bundle)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     try:

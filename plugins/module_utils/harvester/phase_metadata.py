@@ -33,7 +33,8 @@ def metadata_populate(ctx: Context) -> Step:
         raise ApiError(status, "RepoError",
                        f"GET {c.RELEASE_FILE} from the upgrade repository: HTTP {status}")
     try:
-        data = yaml.safe_load(body) or {}
+        data = yaml.load(body,  # a safe loader: libyaml's when PyYAML has it
+                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as exc:
         raise ApiError(0, "BadMetadata", f"{c.RELEASE_FILE} is not YAML: {exc}") from exc
     meta = {k: str(data[k]) for k in RELEASE_KEYS if data.get(k) not in (None, "")}
