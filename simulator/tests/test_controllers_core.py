@@ -487,6 +487,62 @@ def test_eviction_blocked_by_pdb_then_allowed(world: World) -> None:
     wait_for(lambda: get(world, "Pod", victim) is None, what="evicted pod gone")
 
 
+def _unready(world: World, name: str) -> None:
+    def fn(cur: dict[str, Any]) -> dict[str, Any]:
+        for cd in cur["status"].get("conditions") or []:
+            if cd.get("type") == "Ready":
+                cd["status"] = "False"
+        return cur
+    world.client.modify("v1", "Pod", name, fn, "default", subresource="status")
+
+
+def _healthy(world: World, name: str, n: int) -> dict[str, Any]:
+    return wait_for(lambda: (st := (get(world, "PodDisruptionBudget", name, api="policy/v1")
+                                    .get("status") or {})).get("currentHealthy") == n and st,
+                    what=f"{name}: {n} healthy")
+
+
+def test_unready_pod_evicted_without_taking_from_the_budget(world: World) -> None:
+    """kubernetes pkg/registry/core/pod/storage/eviction.go (v1.33): an unready pod does not
+    count towards currentHealthy; IfHealthyBudget (the default) evicts it while the
+    application is healthy, AlwaysAllow always, and neither takes from disruptionsAllowed."""
+    c = world.client
+    c.create(deployment("web", 3))
+    c.create(pdb("web", minAvailable=2))
+    wait_for(lambda: dep_done(world, "web", 3), what="web")
+    _healthy(world, "web", 3)
+    victim = c.list("v1", "Pod", "default", label_selector="app=web")[0]["metadata"]["name"]
+    _unready(world, victim)
+    assert c.evict(victim, "default")["status"] == "Success"
+    st = get(world, "PodDisruptionBudget", "web", api="policy/v1")["status"]
+    assert victim not in (st.get("disruptedPods") or {}), st
+
+
+def test_always_allow_evicts_an_unready_pod_past_an_exhausted_budget(world: World) -> None:
+    c = world.client
+    c.create(deployment("web", 2))
+    c.create(pdb("web", minAvailable=2, unhealthyPodEvictionPolicy="AlwaysAllow"))
+    wait_for(lambda: dep_done(world, "web", 2), what="web")
+    _healthy(world, "web", 2)
+    ready, victim = [p["metadata"]["name"] for p in
+                     c.list("v1", "Pod", "default", label_selector="app=web")]
+    with pytest.raises(ApiError) as err:       # a ready pod is guarded whatever the policy
+        c.evict(ready, "default")
+    assert err.value.code == 429
+    _unready(world, victim)
+    _healthy(world, "web", 1)                 # below desiredHealthy: IfHealthyBudget would 429
+    assert c.evict(victim, "default")["status"] == "Success"
+
+
+def test_a_budget_with_an_empty_selector_guards_nothing(world: World) -> None:
+    c = world.client
+    c.create(deployment("web", 1))
+    c.create({**pdb("all", minAvailable=5), "spec": {"selector": {}, "minAvailable": 5}})
+    wait_for(lambda: dep_done(world, "web", 1), what="web")
+    victim = c.list("v1", "Pod", "default", label_selector="app=web")[0]["metadata"]["name"]
+    assert c.evict(victim, "default")["status"] == "Success"
+
+
 def test_endpoints_follow_ready_pods(world: World) -> None:
     c = world.client
     world.extras["api_port"] = 6443

@@ -180,6 +180,20 @@ def _decode_continue(token: str) -> tuple[int, str]:
         raise errors.bad_request(f"continue key is not valid: {exc}") from exc
 
 
+def _selects_something(selector: Obj | None) -> bool:
+    """A PDB's selector that is not nil or empty (``metav1.LabelSelectorAsSelector``: nil is
+    Nothing, ``{}`` is Everything, which the eviction subresource treats as matching nothing)."""
+    if not selector:
+        return False
+    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
+def _pod_ready(pod: Obj) -> bool:
+    """``podutil.IsPodReady``: condition ``Ready`` is ``True``."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 class Store:
     """The in-memory API store. Thread-safe; one global re-entrant lock."""
 
@@ -925,7 +939,11 @@ class Store:
     # ---------------------------------------------------------------- eviction
     def evict(self, rt: ResourceType, namespace: str, name: str,
               body: Obj | None = None, dry_run: bool = False) -> Obj:
-        """policy/v1 Eviction: checks PodDisruptionBudgets, then deletes the pod gracefully."""
+        """policy/v1 Eviction: checks PodDisruptionBudgets, then deletes the pod gracefully
+        (kubernetes pkg/registry/core/pod/storage/eviction.go, v1.33: terminal, pending and
+        terminating pods ignore the budget; an unready pod is evicted without taking from it
+        under ``unhealthyPodEvictionPolicy: AlwaysAllow``, or under ``IfHealthyBudget`` (the
+        default) while ``currentHealthy >= desiredHealthy > 0``; otherwise checkAndDecrement)."""
         with self.lock:
             pod = self.get_ref(rt, namespace, name)
             if pod is None:
@@ -946,9 +964,10 @@ class Store:
             from .selectors import from_label_selector_dict
 
             labels = pod["metadata"].get("labels") or {}
+            # a nil or empty selector matches nothing (getPodDisruptionBudgets)
             pdbs = [p for p in self._data.get(pdb_rt.key, {}).values()
                     if p["metadata"].get("namespace") == namespace and
-                    (p.get("spec") or {}).get("selector") is not None and
+                    _selects_something((p.get("spec") or {}).get("selector")) and
                     from_label_selector_dict(p["spec"]["selector"]).matches(labels)]
             if len(pdbs) > 1:
                 raise errors.ApiError(500, "InternalError",
@@ -957,6 +976,18 @@ class Store:
             if pdbs:
                 pdb = pdbs[0]
                 st = pdb.get("status") or {}
+                if not _pod_ready(pod):
+                    # an unready pod does not count towards currentHealthy: evicted without
+                    # taking from the budget under AlwaysAllow, or (IfHealthyBudget, the
+                    # default) while the application is healthy
+                    policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy")
+                    desired = int(st.get("desiredHealthy", 0) or 0)
+                    if policy == "AlwaysAllow" or (
+                            int(st.get("currentHealthy", 0) or 0) >= desired and desired > 0):
+                        if not dry_run:
+                            self.delete(rt, namespace, name, grace_period=grace)
+                        return {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                "status": "Success", "code": 201}
                 if (st.get("observedGeneration") or 0) < (pdb["metadata"].get("generation") or 0):
                     raise errors.too_many_requests(
                         "Cannot evict pod as it would violate the pod's disruption budget.")
