@@ -885,8 +885,18 @@ class Store:
                 oldest = self._history[0].rv if self._history else self._rv + 1
                 if since < oldest - 1 and since < self._rv:
                     raise errors.gone(f"too old resource version: {since} ({oldest - 1})")
-                for ev in self._history:
-                    if ev.rv > since and ev.rt is not None and ev.rt.key == rt.key:
+                # the history is in resourceVersion order (each event is appended with the
+                # revision just taken) and a watch usually starts from a recent list: take
+                # the events after ``since`` from the newest end instead of walking all
+                # 100,000 on every watch
+                newer: list[Event] = []
+                for ev in reversed(self._history):
+                    if ev.rv <= since:
+                        break
+                    newer.append(ev)
+                key = rt.key
+                for ev in reversed(newer):
+                    if ev.rt is not None and ev.rt.key == key:
                         w.offer(ev)
             self._watchers.setdefault(rt.key, []).append(w)
         return w
