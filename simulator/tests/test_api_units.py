@@ -204,6 +204,80 @@ def test_watch_history_and_410(store: Store) -> None:
     w.stop()
 
 
+def test_watch_from_a_middle_resource_version_replays_only_later_events_in_order(
+        store: Store) -> None:
+    cm_rt = rt(store, "", "configmaps")
+    sec_rt = rt(store, "", "secrets")
+    rvs = []
+    for i in range(6):
+        rvs.append(store.create(cm_rt, {"metadata": {"name": f"c{i}"}}, "default")
+                   ["metadata"]["resourceVersion"])
+        store.create(sec_rt, {"metadata": {"name": f"s{i}"}}, "default")
+    store.delete(cm_rt, "default", "c1")
+    w = store.watch(cm_rt, "default", rvs[2])
+    got = []
+    while (item := w.next(timeout=0.2)) is not None:
+        got.append((item[0], item[1].obj["metadata"]["name"]))
+    w.stop()
+    assert got == [("ADDED", "c3"), ("ADDED", "c4"), ("ADDED", "c5"), ("DELETED", "c1")]
+    # from the newest revision: nothing to replay
+    w = store.watch(cm_rt, "default", str(store.current_rv()))
+    assert w.next(timeout=0.1) is None
+    w.stop()
+
+
+def _names(store: Store, r: Any, sel: str, ns: str | None = "default") -> list[str]:
+    return [o["metadata"]["name"] for o in store.list(r, ns, sel)[0]]
+
+
+def test_list_by_label_follows_creates_label_changes_and_deletes(store: Store) -> None:
+    cm_rt = rt(store, "", "configmaps")
+    ns_rt = rt(store, "", "namespaces")
+    store.create(ns_rt, {"metadata": {"name": "other"}})
+    for i in range(5):
+        store.create(cm_rt, {"metadata": {"name": f"c{i}", "labels": {
+            "vm": f"v{i % 2}", "app": "a"}}}, "default")
+    store.create(cm_rt, {"metadata": {"name": "o0", "labels": {"vm": "v0"}}}, "other")
+    assert _names(store, cm_rt, "vm=v0") == ["c0", "c2", "c4"]
+    assert _names(store, cm_rt, "vm=v0", None) == ["c0", "c2", "c4", "o0"]
+    assert _names(store, cm_rt, "vm=v0,app=a") == ["c0", "c2", "c4"]
+    assert _names(store, cm_rt, "vm=v0,app!=a") == []
+    assert _names(store, cm_rt, "vm=v9") == []
+    assert _names(store, cm_rt, "vm in (v1)") == ["c1", "c3"]
+    # a label changed, one dropped, one added
+    store.modify(cm_rt, "default", "c2", lambda o: {**o, "metadata": {
+        **o["metadata"], "labels": {"vm": "v1", "app": "a"}}})
+    store.modify(cm_rt, "default", "c4", lambda o: {**o, "metadata": {
+        **o["metadata"], "labels": {"app": "a"}}})
+    store.modify(cm_rt, "default", "c3", lambda o: {**o, "metadata": {
+        **o["metadata"], "labels": {"vm": "v1", "app": "a", "new": "x"}}})
+    assert _names(store, cm_rt, "vm=v0") == ["c0"]
+    assert _names(store, cm_rt, "vm=v1") == ["c1", "c2", "c3"]
+    assert _names(store, cm_rt, "new=x") == ["c3"]
+    # a delete drops them
+    store.delete(cm_rt, "default", "c1")
+    assert _names(store, cm_rt, "vm=v1") == ["c2", "c3"]
+    # a delete held by a finalizer keeps the object (and its labels) listed
+    store.modify(cm_rt, "default", "c0", lambda o: {**o, "metadata": {
+        **o["metadata"], "finalizers": ["example.com/hold"]}})
+    store.delete(cm_rt, "default", "c0")
+    assert _names(store, cm_rt, "vm=v0") == ["c0"]
+    store.modify(cm_rt, "default", "c0", lambda o: {**o, "metadata": {
+        **o["metadata"], "finalizers": []}})
+    assert _names(store, cm_rt, "vm=v0") == []
+    # every selected list is what a scan of the kind finds
+    for sel in ("vm=v1", "app=a", "app=a,vm=v1", "new=x", "vm=v0"):
+        want = sorted(o["metadata"]["name"] for o in store.list(cm_rt, "default")[0]
+                      if all(o["metadata"].get("labels", {}).get(k) == v
+                             for k, v in (kv.split("=") for kv in sel.split(","))))
+        assert _names(store, cm_rt, sel) == want, sel
+    # paging over an equality selector
+    items, _, cont, remaining = store.list(cm_rt, "default", "app=a", limit=1)
+    assert [o["metadata"]["name"] for o in items] == ["c2"] and cont and remaining == 2
+    items, _, cont, _ = store.list(cm_rt, "default", "app=a", limit=5, continue_token=cont)
+    assert [o["metadata"]["name"] for o in items] == ["c3", "c4"] and cont is None
+
+
 # ---------------------------------------------------------------- GC
 def _owned(store: Store, owner: dict[str, Any], name: str) -> dict[str, Any]:
     cm_rt = rt(store, "", "configmaps")

@@ -175,6 +175,44 @@ def test_image_pull_adds_to_node_images(world: World) -> None:
     assert world.controllers["kubelet"].stats["image_pulls"] == pulls
 
 
+def test_node_images_follow_edits_by_others_and_the_kubelet_in_turn(world: World) -> None:
+    c = world.client
+    kubelet = world.controllers["kubelet"]
+
+    def names() -> list[str]:
+        return [i["names"][0] for i in c.get("v1", "Node", "node-1")["status"]["images"]]
+
+    world.runtime.run_sync(lambda: kubelet.add_images(
+        "node-1", [("example.com/a:1", 10), ("example.com/b:1", 20)]))
+    wait_for(lambda: names()[-2:] == ["example.com/a:1", "example.com/b:1"], what="added")
+    # someone else rewrites the list (as crictl or a program would): the kubelet adopts it
+    # and a heartbeat keeps it
+    def drop_a(n: dict[str, Any]) -> dict[str, Any]:
+        n["status"]["images"] = [i for i in n["status"]["images"]
+                                 if i["names"][0] != "example.com/a:1"]
+        return n
+    c.modify("v1", "Node", "node-1", drop_a, subresource="status")
+    wait_for(lambda: "example.com/a:1" not in names(), what="removed")
+    world.runtime.run_sync(lambda: kubelet._write_node_status("node-1", heartbeat=True))
+    assert "example.com/a:1" not in names() and "example.com/b:1" in names()
+    # the kubelet's own change after that: the adopted list is not changed in place
+    before = c.get("v1", "Node", "node-1")["status"]["images"]
+    world.runtime.run_sync(lambda: kubelet.add_images("node-1", [("example.com/c:1", 30)]))
+    wait_for(lambda: names()[-1] == "example.com/c:1", what="added after adoption")
+    assert "example.com/c:1" not in [i["names"][0] for i in before]
+    assert world.runtime.run_sync(lambda: kubelet.remove_images(
+        "node-1", ["example.com/b:1"])) == ["example.com/b:1"]
+    wait_for(lambda: "example.com/b:1" not in names(), what="removed by the kubelet")
+    # a field the kubelet does not write is dropped by its next write, as before
+    def extra(n: dict[str, Any]) -> dict[str, Any]:
+        n["status"]["images"] = [{**i, "extra": "x"} for i in n["status"]["images"]]
+        return n
+    c.modify("v1", "Node", "node-1", extra, subresource="status")
+    world.runtime.run_sync(lambda: kubelet._write_node_status("node-1", heartbeat=True))
+    assert all(sorted(i) == ["names", "sizeBytes"]
+               for i in c.get("v1", "Node", "node-1")["status"]["images"])
+
+
 def test_graceful_delete_finishes_after_stop(world: World) -> None:
     c = world.client
     c.create(pod("svc", terminationGracePeriodSeconds=30))

@@ -205,6 +205,19 @@ class NodeState:
     host_files: dict[str, str] = field(default_factory=dict)
     # environment rancher-system-agent read from its drop-ins when it last started
     agent_env: dict[str, str] = field(default_factory=dict)
+    # ``status.images`` as last written or read, with the image store it stands for: stored
+    # objects never change, and a write that leaves the list as it was keeps the same list
+    # object (Store._share_unchanged), so a heartbeat neither rebuilds nor re-reads 250 images
+    images_doc: list[dict[str, Any]] | None = None
+    images_doc_of: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
+
+    def images_status(self) -> list[dict[str, Any]]:
+        """``status.images`` for the image store (the same list object while it is
+        unchanged; read-only, like every stored object)."""
+        if self.images_doc is None or self.images_doc_of != self.images:
+            self.images_doc = [{"names": list(n), "sizeBytes": s} for n, s in self.images]
+            self.images_doc_of = list(self.images)
+        return self.images_doc
 
     def image_bytes(self) -> int:
         return sum(size for _, size in self.images)
@@ -298,9 +311,18 @@ class Kubelet:
                 ns.name in self._dirty_nodes:
             return  # older than what we wrote, or we have unwritten changes
         imgs = (node.get("status") or {}).get("images") or []
-        parsed = [(tuple(i.get("names") or ()), int(i.get("sizeBytes") or 0)) for i in imgs]
+        if imgs is ns.images_doc:
+            parsed = ns.images_doc_of
+        else:
+            parsed = [(tuple(i.get("names") or ()), int(i.get("sizeBytes") or 0))
+                      for i in imgs]
+            if all(type(i) is dict and len(i) == 2 and next(iter(i)) == "names"
+                   and type(i["names"]) is list and type(i.get("sizeBytes")) is int
+                   for i in imgs):
+                # exactly what images_status would build from ``parsed`` (fields, order)
+                ns.images_doc, ns.images_doc_of = imgs, list(parsed)
         if parsed != ns.images:
-            ns.images = parsed
+            ns.images = list(parsed)   # never the cache's own list: add_images appends
             ns.image_names = {normalize_image(n) for names, _ in parsed for n in names}
 
     def _observe_disk(self, ns: NodeState, node: dict[str, Any]) -> None:
@@ -486,7 +508,7 @@ class Kubelet:
             if initial and "images" not in st:
                 st["images"] = []
             elif not initial:
-                st["images"] = [{"names": list(n), "sizeBytes": s} for n, s in ns.images]
+                st["images"] = ns.images_status()
             conds = st.setdefault("conditions", [])
             self._node_conditions(ns, conds, now, heartbeat or initial)
             return cur

@@ -743,13 +743,24 @@ class Longhorn:
     def last_replica_nodes(self) -> set[str]:
         """Nodes holding the only healthy replica(s) of an attached volume."""
         out: set[str] = set()
+        reps, by_vol = self.reps, self.reps_by_vol
+        # runs after every batch of replica changes over all 3,000 volumes at 100 nodes:
+        # one pass per volume that stops at its second node, no set per volume
         for v in self.vols.values():
             if not v.attached:
                 continue
-            nodes = {self.reps[rn].node for rn in self.reps_by_vol.get(v.name, ())
-                     if rn in self.reps and self.reps[rn].healthy}
-            if len(nodes) == 1:
-                out |= nodes
+            node: str | None = None
+            for rn in by_vol.get(v.name, ()):
+                r = reps.get(rn)
+                if r is None or not r.healthy:
+                    continue
+                if node is None:
+                    node = r.node
+                elif r.node != node:
+                    break
+            else:
+                if node is not None:
+                    out.add(node)
         return out
 
     def _sync_pdbs(self) -> None:

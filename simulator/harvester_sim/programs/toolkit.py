@@ -615,7 +615,10 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
     if _is_rke2_upgraded(ctx, node, rke2):
         ctx.log("RKE2 already upgraded. Skip waiting Longhorn engines.")
         return 0
-    nodes = [n for n in ctx.client.list("v1", "Node", label_selector={
+    # read-only throughout (the stored objects, not copies: the script only reads what
+    # kubectl prints; at 100 nodes copying every Node's image list and 3,000 Engines per
+    # node cost a fifth of the runtime's CPU)
+    nodes = [n for n in ctx.client.list_refs("v1", "Node", label_selector={
         "harvesterhci.io/managed": "true"})
         if (n["metadata"].get("labels") or {}).get("node-role.harvesterhci.io/witness")
         != "true"]
@@ -623,7 +626,7 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
         ctx.log("Skip waiting Longhorn engines for single-node cluster.")
         return 0
     try:
-        engines = ctx.client.list("longhorn.io/v1beta2", "Engine", "longhorn-system")
+        engines = ctx.client.list_refs("longhorn.io/v1beta2", "Engine", "longhorn-system")
     except Exception as exc:  # noqa: BLE001 - pipefail: kubectl's failure ends the script
         raise ScriptExit(1, f"error: engines.longhorn.io: {exc}") from exc
     for eng in engines:
@@ -631,7 +634,7 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
             continue
         vol = (eng["metadata"].get("labels") or {}).get("longhornvolume", "")
         while True:
-            v = ctx.client.try_get("longhorn.io/v1beta2", "Volume", vol, "longhorn-system") \
+            v = ctx.client.peek("longhorn.io/v1beta2", "Volume", vol, "longhorn-system") \
                 or {}
             if len(nodes) > 2:
                 if (v.get("status") or {}).get("robustness") == "healthy":
@@ -639,8 +642,8 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
             else:
                 want = 1 if int((v.get("spec") or {}).get("numberOfReplicas") or 0) == 1 \
                     else 2
-                cur = ctx.client.try_get("longhorn.io/v1beta2", "Engine",
-                                         eng["metadata"]["name"], "longhorn-system") or {}
+                cur = ctx.client.peek("longhorn.io/v1beta2", "Engine",
+                                      eng["metadata"]["name"], "longhorn-system") or {}
                 rw = sum(1 for m in ((cur.get("status") or {}).get("replicaModeMap")
                                      or {}).values() if m == "RW")
                 if rw >= want:
