@@ -107,6 +107,21 @@ class Context:
     def remaining(self) -> float:
         return self.deadline - time.time()
 
+    @property
+    def reads_first(self) -> bool:
+        """Objects are read before they are created: check mode, or a phase this call did
+        not enter (resumed or verified: its objects are there)."""
+        return self.check_mode or not self.entered
+
+    def _read(self, api_version: str, kind: str, name: str,
+              namespace: str | None) -> dict[str, Any] | None:
+        """The object as it is now; as read, it answers the wait that follows on it
+        (:meth:`client.Kube.seed`), except in check mode."""
+        current = self.kube.get(api_version, kind, name, namespace)
+        if current is not None and not self.check_mode:
+            self.kube.seed(current)
+        return current
+
     def existing(self, api_version: str, kind: str, name: str,
                  namespace: str | None = None) -> dict[str, Any] | None:
         """An object :meth:`ensure` is about to be asked for, as it is now, for a phase that
@@ -114,13 +129,11 @@ class Context:
         object is there: in a phase this call entered, ``None`` without a read (ensure
         creates first); otherwise the object read now (answering the wait on it, as ensure's
         own read does) or ``None``, and then ensure creates it without reading it again."""
-        if not (self.check_mode or not self.entered):
+        if not self.reads_first:
             return None
-        current = self.kube.get(api_version, kind, name, namespace)
+        current = self._read(api_version, kind, name, namespace)
         if current is None:
             self._absent.add((api_version, kind, name, namespace))
-        elif not self.check_mode:
-            self.kube.seed(current)
         return current
 
     def ensure(self, obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -136,17 +149,15 @@ class Context:
         api_version, kind, name, ns = obj["apiVersion"], obj["kind"], meta["name"], \
             meta.get("namespace")
         where = f" in {ns}" if ns else ""
-        read_first = self.check_mode or not self.entered
+        read_first = self.reads_first
         if read_first:
             key = (api_version, kind, name, ns)
             if key in self._absent:   # existing() read it as absent moments ago
                 self._absent.discard(key)
                 current = None
             else:
-                current = self.kube.get(api_version, kind, name, ns)
+                current = self._read(api_version, kind, name, ns)
             if current is not None:
-                if not self.check_mode:   # as read just now, it answers the wait on it too
-                    self.kube.seed(current)
                 return current
             self.did(f"create {kind} {name}{where}")
             if self.check_mode:
