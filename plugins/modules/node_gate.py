@@ -233,8 +233,11 @@ def main() -> None:
     def step(kube, writer):  # type: ignore[no-untyped-def]
         if head_start and isinstance(kube, cycle_kube.CycleKube):
             # the head start reads the whole cluster several times (facts, gate, evacuation
-            # plan, Longhorn): each set listed once, side by side, then followed by a watch
-            kube.prefetch(wait=False)
+            # plan, Longhorn): each set listed once, side by side, then followed by a watch;
+            # not when the plan shows it done (ClusterUpgrade's call did it: then it returns
+            # at once, and the enter alone reads too little to be worth the informers)
+            if not node_head_start.answered_already(writer.plan, list(p["play"] or [])):
+                kube.prefetch(wait=False)
             try:
                 return enter(kube, writer)
             finally:
@@ -248,13 +251,11 @@ def main() -> None:
             except errors.NodeLoopError as exc:
                 return {"changed": False, "phase": "", "single_node": False,
                         "warning": str(exc)}
-        res = node_phase.enter_phase(kube, writer, held=p["prerun_held"])
-        if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
-            res["head_start"] = node_head_start.first_head_start(
-                kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"],
-                p["head_start_finish"])
-            res["changed"] |= bool(res["head_start"].pop("changed", False))
-        return res
+        if head_start:
+            return node_head_start.enter_with_head_start(
+                kube, writer, list(p["play"] or []), p["head_start_wait"],
+                p["head_start_finish"], held=p["prerun_held"])
+        return node_phase.enter_phase(kube, writer, held=p["prerun_held"])
 
     def other(kube, writer):  # type: ignore[no-untyped-def]
         if p["step"] == "batch":

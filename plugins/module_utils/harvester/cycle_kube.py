@@ -108,6 +108,17 @@ class CycleKube(Kube):
         self._starting: dict[Key, threading.Event] = {}
         self._need: dict[Key, int] = {}
 
+    @classmethod
+    def beside(cls, kube: Kube) -> CycleKube:
+        """A :class:`CycleKube` on ``kube``'s connection (its API client and the kinds it has
+        looked up): for the part of a call made with a plain client that reads as the node
+        steps do (ClusterUpgrade's call entering NodeUpgrade and head-starting the first
+        node, phase_table). Writes made through ``kube`` before it are in what its informers
+        list; those after it must go through it."""
+        new = cls(kube.dyn, kube.check_mode)
+        new._resources = kube._resources
+        return new
+
     # -- informers ---------------------------------------------------------------------------
     def _informer_key(self, api_version: str, kind: str, namespace: str | None,
                       label_selector: str | None = None) -> Key | None:
