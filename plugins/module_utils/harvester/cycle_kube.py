@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -83,6 +84,26 @@ def _matcher(key: Key, namespace: str | None,
     return in_namespace
 
 
+@contextmanager
+def informed_beside(kube: Kube, writer: Any) -> Iterator[CycleKube]:
+    """A :class:`CycleKube` on ``kube``'s connection (its API client and the kinds it has
+    looked up), its informers started (:meth:`CycleKube.prefetch`, not awaited) and the plan
+    writer ``writer`` writing through it, for the part of a call made with a plain client
+    that reads as the node steps do (ClusterUpgrade's call head-starting the first node,
+    phase_table): what was written through ``kube`` before is in what the informers list,
+    what the writer writes after is awaited by them. Afterwards the writer writes through
+    ``kube`` again and the informers are stopped."""
+    cyc = CycleKube(kube.dyn, kube.check_mode)
+    cyc._resources = kube._resources
+    cyc.prefetch(wait=False)
+    plain, writer.kube = writer.kube, cyc
+    try:
+        yield cyc
+    finally:
+        writer.kube = plain
+        cyc.close()
+
+
 class CycleKube(Kube):
     """:class:`client.Kube` that remembers reads for the length of a step (see module doc).
 
@@ -107,17 +128,6 @@ class CycleKube(Kube):
         self._informers: dict[Key, Informer | None] = {}
         self._starting: dict[Key, threading.Event] = {}
         self._need: dict[Key, int] = {}
-
-    @classmethod
-    def beside(cls, kube: Kube) -> CycleKube:
-        """A :class:`CycleKube` on ``kube``'s connection (its API client and the kinds it has
-        looked up): for the part of a call made with a plain client that reads as the node
-        steps do (ClusterUpgrade's call entering NodeUpgrade and head-starting the first
-        node, phase_table). Writes made through ``kube`` before it are in what its informers
-        list; those after it must go through it."""
-        new = cls(kube.dyn, kube.check_mode)
-        new._resources = kube._resources
-        return new
 
     # -- informers ---------------------------------------------------------------------------
     def _informer_key(self, api_version: str, kind: str, namespace: str | None,
