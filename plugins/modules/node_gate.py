@@ -234,9 +234,11 @@ def main() -> None:
         if head_start and isinstance(kube, cycle_kube.CycleKube):
             # the head start reads the whole cluster several times (facts, gate, evacuation
             # plan, Longhorn): each set listed once, side by side, then followed by a watch;
-            # not when the plan shows it done (ClusterUpgrade's call did it: then it returns
-            # at once, and the enter alone reads too little to be worth the informers)
-            if not node_head_start.answered_already(writer.plan, list(p["play"] or [])):
+            # none when the plan shows it done (ClusterUpgrade's call did it: it returns at
+            # once, and the enter alone reads each set once: a list, not a list and a watch)
+            if node_head_start.answered_already(writer.plan, list(p["play"] or [])):
+                kube.informing = False
+            else:
                 kube.prefetch(wait=False)
             try:
                 return enter(kube, writer)

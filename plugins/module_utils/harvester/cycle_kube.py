@@ -128,6 +128,8 @@ class CycleKube(Kube):
         self._informers: dict[Key, Informer | None] = {}
         self._starting: dict[Key, threading.Event] = {}
         self._need: dict[Key, int] = {}
+        # False: no informer is started, every read goes to the server (or the step's cache)
+        self.informing = True
 
     # -- informers ---------------------------------------------------------------------------
     def _informer_key(self, api_version: str, kind: str, namespace: str | None,
@@ -136,6 +138,8 @@ class CycleKube(Kube):
         set's cluster-wide one (:data:`INFORMED`, no label selector), or one per equality
         label selector of a :data:`SCOPED` set (or its plain whole-set read); ``None``: the
         server answers."""
+        if not self.informing:
+            return None
         for base in ((api_version, kind, namespace), (api_version, kind, None)):
             if base in INFORMED:
                 return None if label_selector else (*base, None)
