@@ -234,19 +234,21 @@ def main() -> None:
         if head_start and isinstance(kube, cycle_kube.CycleKube):
             # the head start reads the whole cluster several times (facts, gate, evacuation
             # plan, Longhorn): each set listed once, side by side, then followed by a watch;
-            # none when the plan shows it done (ClusterUpgrade's call did it: it returns at
-            # once, and the enter alone reads each set once: a list, not a list and a watch)
-            if node_head_start.answered_already(writer.plan, list(p["play"] or [])):
+            # none when the plan, as this call has just listed it, shows it done
+            # (ClusterUpgrade's call did it): it returns at once, and the enter alone reads
+            # each set once (a list, not a list and a watch) and not the plan again
+            done = bool(node_head_start.answered_already(writer.plan, list(p["play"] or [])))
+            if done:
                 kube.informing = False
             else:
                 kube.prefetch(wait=False)
             try:
-                return enter(kube, writer)
+                return enter(kube, writer, fresh=done)
             finally:
                 kube.close()
         return enter(kube, writer) if p["step"] == "enter" else other(kube, writer)
 
-    def enter(kube, writer):  # type: ignore[no-untyped-def]
+    def enter(kube, writer, fresh=False):  # type: ignore[no-untyped-def]
         if module.check_mode:
             try:
                 return node_phase.enter_phase(kube, writer)
@@ -256,7 +258,7 @@ def main() -> None:
         if head_start:
             return node_head_start.enter_with_head_start(
                 kube, writer, list(p["play"] or []), p["head_start_wait"],
-                p["head_start_finish"], held=p["prerun_held"])
+                p["head_start_finish"], held=p["prerun_held"], fresh=fresh)
         return node_phase.enter_phase(kube, writer, held=p["prerun_held"])
 
     def other(kube, writer):  # type: ignore[no-untyped-def]

@@ -116,12 +116,14 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
                            "stopping": [], "answered": False, "migrated": [], "job": "",
                            "pod_evictions": {}}
-    plan = writer.refresh()
-    check_phase(plan)
-    done = answered_already(plan, play, node)
+    # the plan as the caller holds it: a node's state only moves on, and a node found
+    # answered that was upgraded since costs at most the head start, not its correctness
+    done = answered_already(writer.plan, play, node)
     if done:
         return {**out, "next": done, "why": f"{done}'s pre-drain is answered already (head "
                                             "start done)"}
+    plan = writer.refresh()
+    check_phase(plan)
     facts = cluster_facts(kube, plan, light=True)
     pre_hook, _post_hook = hook_names(kube)
     if not others_left(facts, node, play):
