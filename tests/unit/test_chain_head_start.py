@@ -130,8 +130,11 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
     monkeypatch.setattr(cycle_kube.CycleKube, "close", lambda self: calls.append("close"))
 
     def enter(kube: Any, writer: Any, **kw: Any) -> dict[str, Any]:
-        # the entry (Rancher's upgrade) first, on the call's own client, no informer yet
-        assert kube is plain and kw == {"fresh": True, "light": True} and calls == []
+        # the entry (Rancher's upgrade) first, through the cycle's client (its writes seen
+        # by the informers), before the informers of the head start's reads are started
+        assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
+        assert kube.dyn is plain.dyn and kw == {"fresh": True, "light": True}
+        assert calls == []
         calls.append("enter")
         writer.plan["status"]["currentPhase"] = "NodeUpgrading"
         return {"changed": True, "phase": "NodeUpgrading", "settings": ["held x"],
@@ -140,7 +143,7 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
     def first(kube: Any, writer: Any, play: list[str], wait: float, finish: float
               ) -> dict[str, Any]:
         assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
-        assert kube.dyn is plain.dyn and calls == ["enter", "prefetch"]
+        assert calls == ["enter", "prefetch"]
         assert (play, wait, finish) == (["node-1", "node-2"], 7.0, 30.0)
         calls.append("head start")
         return {"changed": True, "next": "node-1", "why": "", "started": ["m1"],
@@ -181,6 +184,7 @@ def test_a_single_node_cluster_gets_no_head_start(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(node_head_start, "enter_phase", lambda *_a, **_kw: {
         "changed": True, "phase": "NodeUpgrading", "settings": [], "order": ["a"],
         "single_node": True})
+    monkeypatch.setattr(cycle_kube.CycleKube, "close", lambda self: None)
     monkeypatch.setattr(cycle_kube.CycleKube, "prefetch",
                         lambda *_a, **_kw: pytest.fail("no informer for a single node"))
     [entry] = pipeline.start_chain(plain, w, {"timeout": 60}, chain(head_start=True),

@@ -87,15 +87,14 @@ def _matcher(key: Key, namespace: str | None,
 @contextmanager
 def informed_beside(kube: Kube, writer: Any) -> Iterator[CycleKube]:
     """A :class:`CycleKube` on ``kube``'s connection (its API client and the kinds it has
-    looked up), its informers started (:meth:`CycleKube.prefetch`, not awaited) and the plan
-    writer ``writer`` writing through it, for the part of a call made with a plain client
-    that reads as the node steps do (ClusterUpgrade's call head-starting the first node,
-    phase_table): what was written through ``kube`` before is in what the informers list,
-    what the writer writes after is awaited by them. Afterwards the writer writes through
-    ``kube`` again and the informers are stopped."""
+    looked up), the plan writer ``writer`` writing through it, for the part of a call made
+    with a plain client that reads as the node steps do (ClusterUpgrade's call entering
+    NodeUpgrade and head-starting the first node, phase_table): what was written through
+    ``kube`` before is in what its informers list, what the writer writes after is awaited
+    by them. Its informers start with the first read of each set (or :meth:`CycleKube.
+    prefetch`); afterwards the writer writes through ``kube`` again and they are stopped."""
     cyc = CycleKube(kube.dyn, kube.check_mode)
     cyc._resources = kube._resources
-    cyc.prefetch(wait=False)
     plain, writer.kube = writer.kube, cyc
     try:
         yield cyc

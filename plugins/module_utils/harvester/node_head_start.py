@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -319,22 +318,21 @@ def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: floa
 
 
 def enter_with_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
-                          finish: float = 0, *,
-                          informed: Callable[[], AbstractContextManager[Kube]] | None = None,
+                          finish: float = 0, *, entered: Callable[[], Any] | None = None,
                           **enter: Any) -> dict[str, Any]:
     """NodeUpgrade entered (:func:`node_phase.enter_phase` with ``enter``), then, the plan in
     NodeUpgrading on a cluster of more than one node, :func:`first_head_start` for the node
     play's hosts ``play`` (empty: every managed node, in Rancher's order) as ``head_start``:
     for node_gate ``step=enter`` and for ClusterUpgrade's call entering NodeUpgrade
     (``then``, phase_table), whichever of the two the playbook lets do it first.
-    ``informed``: the client the head start reads through, made once the phase is entered
-    (so that its lists do not delay Rancher's upgrade); default ``kube``."""
+    ``entered``: called between the two (ClusterUpgrade's call starts the informers of the
+    head start's reads there, so that their lists do not delay Rancher's upgrade)."""
     res = enter_phase(kube, writer, **enter)
     if res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
-        with informed() if informed is not None else nullcontext(kube) as hk:
-            res["head_start"] = first_head_start(hk, writer,
-                                                 list(play or res.get("order") or []),
-                                                 wait, finish)
+        if entered is not None:
+            entered()
+        res["head_start"] = first_head_start(kube, writer, list(play or res.get("order") or []),
+                                             wait, finish)
         res["changed"] = bool(res.get("changed")) | bool(res["head_start"].pop("changed",
                                                                                False))
     return res

@@ -41,22 +41,23 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
 
     With ``head_start`` (the playbook's condition for node_gate's, passed in the ``then``
     entry with ``head_start_wait``, ``head_start_finish`` and ``play``): then the first
-    node's head start too (node_head_start.enter_with_head_start, as node_gate's), once the
-    phase is entered, through a :class:`cycle_kube.CycleKube` on the call's connection whose
-    informers serve its reads as they would node_gate's (cycle_kube.informed_beside);
-    node_gate ``step=enter`` then finds it done in the plan's node states and returns at
-    once. A run stopped in between: node_gate's head start does what is left, as on any
-    resume."""
+    node's head start too (node_head_start.enter_with_head_start, as node_gate's), both
+    through a :class:`cycle_kube.CycleKube` on the call's connection whose informers serve
+    their reads as they would node_gate's (cycle_kube.informed_beside): those of the sets
+    the entry reads start with its reads, the others once the phase is entered (their lists
+    would delay Rancher's upgrade); node_gate ``step=enter`` then finds the head start done
+    in the plan's node states and returns at once. A run stopped in between: node_gate's
+    head start does what is left, as on any resume."""
     p = ctx.params
     if not p.get("head_start"):
         res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
         ctx.actions.extend(res.get("settings") or [])
         return pipeline.Step("pending", _NODES_GO_ON)
-    res = node_head_start.enter_with_head_start(
-        ctx.kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
-        float(p["head_start_finish"]),
-        informed=lambda: cycle_kube.informed_beside(ctx.kube, ctx.writer),
-        fresh=True, light=True)
+    with cycle_kube.informed_beside(ctx.kube, ctx.writer) as kube:
+        res = node_head_start.enter_with_head_start(
+            kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
+            float(p["head_start_finish"]), entered=lambda: kube.prefetch(wait=False),
+            fresh=True, light=True)
     ctx.actions.extend(res.get("settings") or [])
     facts: dict[str, Any] = {}
     if "head_start" in res:
