@@ -70,7 +70,11 @@ options:
         M(harvester.upgrade.node_cycle) does for the next node after each node, and finish it
         within I(head_start_finish) seconds (answer its pre-drain, start its OS upgrade Job).
         That node's own cycle adopts what was started or done.
-        Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
+      - When the plan already shows a node of I(play) whose pre-drain is answered and that is
+        not upgraded yet (C(PreDrained), C(PostDraining), C(WaitingReboot)), the head start is
+        done (in a whole run, by the call of M(harvester.upgrade.cluster_upgrade) that entered
+        NodeUpgrade through its C(then)); nothing is awaited or started, and C(why) says so.
+      - Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
         or a PDB makes wait, a node outside I(play), a single-node cluster, or in check mode.
         Nothing here fails the task.
     type: bool
