@@ -43,7 +43,10 @@ options:
         P(harvester.upgrade.phase_chain#filter) filter). Each entry is a mapping with
         C(phase) (the phase's tag, e.g. C(repo_create)) and the options of that phase's
         module that shape what it creates (C(job_deadline_seconds) for C(image_preload))
-        or its deadline (C(timeout)).
+        or its deadline (C(timeout)); C(node_upgrade) takes the first node's head start as
+        M(harvester.upgrade.node_gate) I(step=enter) does (C(head_start),
+        C(head_start_wait), C(head_start_finish), C(play)), done by the call that enters
+        NodeUpgrade once it is entered.
       - Each phase is entered and its first objects created exactly as its own module
         would, without waiting for them; its own task then resumes it. A phase that has
         nothing to wait for (C(metadata_populate)) is completed, and the next one started.

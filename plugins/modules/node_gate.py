@@ -70,7 +70,11 @@ options:
         M(harvester.upgrade.node_cycle) does for the next node after each node, and finish it
         within I(head_start_finish) seconds (answer its pre-drain, start its OS upgrade Job).
         That node's own cycle adopts what was started or done.
-        Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
+      - When the plan already shows a node of I(play) whose pre-drain is answered and that is
+        not upgraded yet (C(PreDrained), C(PostDraining), C(WaitingReboot)), the head start is
+        done (in a whole run, by the call of M(harvester.upgrade.cluster_upgrade) that entered
+        NodeUpgrade through its C(then)); nothing is awaited or started, and C(why) says so.
+      - Nothing is started for a paused node, a node the gate would refuse, a node that Longhorn
         or a PDB makes wait, a node outside I(play), a single-node cluster, or in check mode.
         Nothing here fails the task.
     type: bool
@@ -233,28 +237,33 @@ def main() -> None:
     def step(kube, writer):  # type: ignore[no-untyped-def]
         if head_start and isinstance(kube, cycle_kube.CycleKube):
             # the head start reads the whole cluster several times (facts, gate, evacuation
-            # plan, Longhorn): each set listed once, side by side, then followed by a watch
-            kube.prefetch(wait=False)
+            # plan, Longhorn): each set listed once, side by side, then followed by a watch;
+            # none when the plan, as this call has just listed it, shows it done
+            # (ClusterUpgrade's call did it): it returns at once, and the enter alone reads
+            # each set once (a list, not a list and a watch) and not the plan again
+            done = bool(node_head_start.answered_already(writer.plan, list(p["play"] or [])))
+            if done:
+                kube.informing = False
+            else:
+                kube.prefetch(wait=False)
             try:
-                return enter(kube, writer)
+                return enter(kube, writer, fresh=done)
             finally:
                 kube.close()
         return enter(kube, writer) if p["step"] == "enter" else other(kube, writer)
 
-    def enter(kube, writer):  # type: ignore[no-untyped-def]
+    def enter(kube, writer, fresh=False):  # type: ignore[no-untyped-def]
         if module.check_mode:
             try:
                 return node_phase.enter_phase(kube, writer)
             except errors.NodeLoopError as exc:
                 return {"changed": False, "phase": "", "single_node": False,
                         "warning": str(exc)}
-        res = node_phase.enter_phase(kube, writer, held=p["prerun_held"])
-        if head_start and res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
-            res["head_start"] = node_head_start.first_head_start(
-                kube, writer, list(p["play"] or res.get("order") or []), p["head_start_wait"],
-                p["head_start_finish"])
-            res["changed"] |= bool(res["head_start"].pop("changed", False))
-        return res
+        if head_start:
+            return node_head_start.enter_with_head_start(
+                kube, writer, list(p["play"] or []), p["head_start_wait"],
+                p["head_start_finish"], held=p["prerun_held"], fresh=fresh)
+        return node_phase.enter_phase(kube, writer, held=p["prerun_held"])
 
     def other(kube, writer):  # type: ignore[no-untyped-def]
         if p["step"] == "batch":

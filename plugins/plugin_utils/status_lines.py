@@ -77,6 +77,12 @@ def phase_outcome(res: dict[str, Any], label: str, check_mode: bool, seconds: fl
         out.append(Line(str(res.get("msg")), warning=True))
     else:
         out.append(Line(f"--- {phase}: {res.get('msg')}"))
+    # what the phase's call started after it (then): the first node's head start, when
+    # ClusterUpgrade's call did it (node_gate's enter then only finds it done)
+    for started in res.get("started") or []:
+        hs = started.get("head_start") if isinstance(started, dict) else None
+        if isinstance(hs, dict) and hs.get("next") is not None:
+            out.append(Line(f"    {started.get('phase')} head start: {head_start_text(hs)}"))
     return out
 
 

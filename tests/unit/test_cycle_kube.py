@@ -152,3 +152,17 @@ def test_the_restore_configmap_read_spans_a_step_boundary_until_a_wait_or_a_writ
     kube.begin_step("restore")
     kube.get("batch/v1", "Job", "j", "ns")
     assert reads[-2:] == ["j", "j"]
+
+
+def test_without_informing_a_read_of_an_informed_set_is_a_list_and_starts_no_informer(
+        ) -> None:
+    # node_gate enter after ClusterUpgrade's call did the head start: one list per set, not
+    # a list and a watch each
+    dyn = Dyn()
+    kube = cycle_kube.CycleKube(dyn)
+    kube.informing = False
+    for api_version, kind, namespace in sorted(cycle_kube.INFORMED, key=str):
+        assert kube._informer_key(api_version, kind, namespace) is None
+    kube.list_with_rv(*VMI)
+    kube.list_with_rv("v1", "Node")
+    assert len(dyn.calls) == 2 and kube._informers == {} and kube._starting == {}

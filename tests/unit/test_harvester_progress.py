@@ -129,6 +129,19 @@ def test_a_phase_ends_with_its_checks_and_one_closing_line() -> None:
         ("<== ISODownload: FAILED after 1h02m: no ISO", "red")]
 
 
+def test_the_head_start_clusterupgrades_call_did_follows_its_closing_line() -> None:
+    res = {"phase": "ClusterUpgrade", "status": "completed", "msg": "cluster upgraded",
+           "started": [{"phase": "NodeUpgrade", "status": "started", "actions": [],
+                        "head_start": {"next": "n1", "started": ["a"], "stopping": [],
+                                       "why": ""}}]}
+    assert shown(status_lines.outcome("cluster_upgrade", {}, res, False, 5.0)) == [
+        ("<== ClusterUpgrade: completed in 5s: cluster upgraded", None),
+        ("    NodeUpgrade head start: 1 migration(s) started off n1, 0 VM(s) asked to stop",
+         None)]
+    res["started"][0].pop("head_start")
+    assert len(status_lines.outcome("cluster_upgrade", {}, res, False, 5.0)) == 1
+
+
 def test_a_phase_not_run_is_a_warning_or_in_check_mode_a_note() -> None:
     no_plan = {"status": "no_plan", "msg": "no active UpgradePlan"}
     assert shown(status_lines.outcome("finalize", {}, no_plan, False, 0.0)) == [

@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -83,6 +84,25 @@ def _matcher(key: Key, namespace: str | None,
     return in_namespace
 
 
+@contextmanager
+def informed_beside(kube: Kube, writer: Any) -> Iterator[CycleKube]:
+    """A :class:`CycleKube` on ``kube``'s connection (its API client and the kinds it has
+    looked up), the plan writer ``writer`` writing through it, for the part of a call made
+    with a plain client that reads as the node steps do (ClusterUpgrade's call entering
+    NodeUpgrade and head-starting the first node, phase_table): what was written through
+    ``kube`` before is in what its informers list, what the writer writes after is awaited
+    by them. Its informers start with the first read of each set (or :meth:`CycleKube.
+    prefetch`); afterwards the writer writes through ``kube`` again and they are stopped."""
+    cyc = CycleKube(kube.dyn, kube.check_mode)
+    cyc._resources = kube._resources
+    plain, writer.kube = writer.kube, cyc
+    try:
+        yield cyc
+    finally:
+        writer.kube = plain
+        cyc.close()
+
+
 class CycleKube(Kube):
     """:class:`client.Kube` that remembers reads for the length of a step (see module doc).
 
@@ -107,6 +127,8 @@ class CycleKube(Kube):
         self._informers: dict[Key, Informer | None] = {}
         self._starting: dict[Key, threading.Event] = {}
         self._need: dict[Key, int] = {}
+        # False: no informer is started, every read goes to the server (or the step's cache)
+        self.informing = True
 
     # -- informers ---------------------------------------------------------------------------
     def _informer_key(self, api_version: str, kind: str, namespace: str | None,
@@ -115,6 +137,8 @@ class CycleKube(Kube):
         set's cluster-wide one (:data:`INFORMED`, no label selector), or one per equality
         label selector of a :data:`SCOPED` set (or its plain whole-set read); ``None``: the
         server answers."""
+        if not self.informing:
+            return None
         for base in ((api_version, kind, namespace), (api_version, kind, None)):
             if base in INFORMED:
                 return None if label_selector else (*base, None)

@@ -6,6 +6,7 @@ does (it adopts what was started, as on a resume)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -55,6 +56,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_m
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_phase import (
     check_phase,
+    enter_phase,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_safety import (
     wait_nodes_ready,
@@ -68,6 +70,24 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
     Source,
     WaitTimeout,
 )
+
+# a node in one of these states had its pre-drain answered and is not upgraded yet: Rancher
+# (one node at a time) asks for no other node until it is done
+ANSWERED_STATES = ("PreDrained", "PostDraining", "WaitingReboot")
+
+
+def answered_already(plan: dict[str, Any], play: list[str], node: str = "") -> str:
+    """The node of ``play`` (every node the plan records a state for, when ``play`` is
+    empty) other than ``node`` whose pre-drain is answered and that is not upgraded yet, by
+    the plan's node states; ``""`` when there is none. Such a node was head-started already
+    (by ClusterUpgrade's call, the previous node's cycle or a run stopped since): a head start
+    has nothing left to do until it is upgraded, and must not wait for a pre-drain Rancher
+    will not ask for meanwhile."""
+    states = (plan.get("status") or {}).get("nodeUpgradeStatuses") or {}
+    for name in play or list(states):
+        if name != node and ((states.get(name) or {}).get("state") or "") in ANSWERED_STATES:
+            return str(name)
+    return ""
 
 
 def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
@@ -87,11 +107,20 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     hand-over to the next host then overlaps the OS install and reboot instead of delaying the
     answer and the Job. Anything short of that is left to the node's own cycle.
 
+    A node of the play whose pre-drain is answered already (:func:`answered_already`):
+    returns at once, nothing started (its head start is done; the rest is its own cycle's).
+
     Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated",
     "job"}``."""
     out: dict[str, Any] = {"changed": False, "next": None, "why": "", "started": [],
                            "stopping": [], "answered": False, "migrated": [], "job": "",
                            "pod_evictions": {}}
+    # the plan as the caller holds it: a node's state only moves on, and a node found
+    # answered that was upgraded since costs at most the head start, not its correctness
+    done = answered_already(writer.plan, play, node)
+    if done:
+        return {**out, "next": done, "why": f"{done}'s pre-drain is answered already (head "
+                                            "start done)"}
     plan = writer.refresh()
     check_phase(plan)
     facts = cluster_facts(kube, plan, light=True)
@@ -286,3 +315,24 @@ def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: floa
         return {"changed": False, "next": None, "started": [], "stopping": [],
                 "answered": False, "migrated": [], "job": "",
                 "why": f"nothing more done ({exc})"[:300]}
+
+
+def enter_with_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
+                          finish: float = 0, *, entered: Callable[[], Any] | None = None,
+                          **enter: Any) -> dict[str, Any]:
+    """NodeUpgrade entered (:func:`node_phase.enter_phase` with ``enter``), then, the plan in
+    NodeUpgrading on a cluster of more than one node, :func:`first_head_start` for the node
+    play's hosts ``play`` (empty: every managed node, in Rancher's order) as ``head_start``:
+    for node_gate ``step=enter`` and for ClusterUpgrade's call entering NodeUpgrade
+    (``then``, phase_table), whichever of the two the playbook lets do it first.
+    ``entered``: called between the two (ClusterUpgrade's call starts the informers of the
+    head start's reads there, so that their lists do not delay Rancher's upgrade)."""
+    res = enter_phase(kube, writer, **enter)
+    if res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
+        if entered is not None:
+            entered()
+        res["head_start"] = first_head_start(kube, writer, list(play or res.get("order") or []),
+                                             wait, finish)
+        res["changed"] = bool(res.get("changed")) | bool(res["head_start"].pop("changed",
+                                                                               False))
+    return res

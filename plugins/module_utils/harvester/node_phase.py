@@ -172,7 +172,8 @@ def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False, held: bool 
     NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
     the nodes in Rancher's order too (:func:`inventory`), read before the write. ``fresh``:
     the writer holds the plan as this call has just written it (ClusterUpgrade's completion,
-    phase_table): it is not read again (a conflict on the write re-reads it). ``held``: the
+    phase_table) or read it (node_gate, finding the head start done): it is not read again
+    (a conflict on the write re-reads it). ``held``: the
     run's previous call entered the phase moments ago (``then``); when the plan records that
     entry complete (:func:`_prerun_done`), the settings it held are not read again.
     ``light``: for a caller that does not use the inventory (the entry started by

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    cycle_kube,
+    node_head_start,
     node_phase,
     phase_cluster_upgrade,
     phase_image_cleanup,
@@ -33,11 +37,59 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
     """NodeUpgrade entered by the call before (ClusterUpgrade's, ``then``): PreRun (the
     settings held for the roll), NodeUpgrading, Rancher's upgrade started (node_phase.
     enter_phase, the same as node_gate ``step=enter``); the nodes are the node play's (its
-    entry reads the inventory: not read here)."""
-    res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
+    entry reads the inventory: not read here).
+
+    With ``head_start`` (the playbook's condition for node_gate's, passed in the ``then``
+    entry with ``head_start_wait``, ``head_start_finish`` and ``play``): then the first
+    node's head start too (node_head_start.enter_with_head_start, as node_gate's), both
+    through a :class:`cycle_kube.CycleKube` on the call's connection whose informers serve
+    their reads as they would node_gate's (cycle_kube.informed_beside): those of the sets
+    the entry reads start with its reads, the others once the phase is entered (their lists
+    would delay Rancher's upgrade); node_gate ``step=enter`` then finds the head start done
+    in the plan's node states and returns at once. A run stopped in between: node_gate's
+    head start does what is left, as on any resume."""
+    p = ctx.params
+    if not p.get("head_start"):
+        res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
+        ctx.actions.extend(res.get("settings") or [])
+        return pipeline.Step("pending", _NODES_GO_ON)
+    with cycle_kube.informed_beside(ctx.kube, ctx.writer) as kube:
+        res = node_head_start.enter_with_head_start(
+            kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
+            float(p["head_start_finish"]), entered=lambda: kube.prefetch(wait=False),
+            fresh=True, light=True)
     ctx.actions.extend(res.get("settings") or [])
-    return pipeline.Step("pending", "NodeUpgrading: Rancher upgrades the nodes; the node play "
-                         "goes on")
+    facts: dict[str, Any] = {}
+    if "head_start" in res:
+        facts["head_start"] = res["head_start"]
+        ctx.did("head start: " + node_head_start.head_start_text(res["head_start"]))
+    return pipeline.Step("pending", _NODES_GO_ON, facts)
+
+
+_NODES_GO_ON = "NodeUpgrading: Rancher upgrades the nodes; the node play goes on"
+# NodeUpgrade's then options (node_gate step=enter's of the same names, the same defaults)
+_HEAD_START_DEFAULTS = {"head_start": False, "head_start_wait": 10, "head_start_finish": 0,
+                        "play": []}
+
+
+def _node_upgrade_options(options: dict[str, Any]) -> dict[str, Any]:
+    """NodeUpgrade's ``then`` options checked: ``timeout`` and the first node's head start
+    (:data:`_HEAD_START_DEFAULTS`); anything else is refused (ValueError/TypeError)."""
+    unknown = sorted(set(options) - {"timeout", *_HEAD_START_DEFAULTS})
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}")
+    out = {**_HEAD_START_DEFAULTS, **options}
+    out["head_start"] = boolean(out["head_start"], strict=True)
+    for key in ("head_start_wait", "head_start_finish"):
+        value = out[key]
+        if isinstance(value, bool) or int(value) < 0 or int(value) != float(value):
+            raise ValueError(f"{key} must be a whole number of seconds >= 0, not {value!r}")
+        out[key] = int(value)
+    play = out["play"]
+    if not isinstance(play, (list, tuple)) or not all(isinstance(n, str) for n in play):
+        raise ValueError(f"play must be a list of node names, not {play!r}")
+    out["play"] = list(play)
+    return out
 
 
 TABLE: dict[str, PhaseActions] = {
@@ -57,7 +109,8 @@ TABLE: dict[str, PhaseActions] = {
                                    phase_cluster_upgrade.entry, verify_reads_only=True),
     # NodeUpgrade's entry, as node_gate step=enter makes it (the node play's first task,
     # which then finds it entered and starts the first node's evacuation)
-    "NodeUpgrade": PhaseActions(_enter_node_upgrade, enters=True),
+    "NodeUpgrade": PhaseActions(_enter_node_upgrade, enters=True,
+                                options=_node_upgrade_options),
     # started by NodeUpgrade's completion (node_cycle on the play's last node, node_gate
     # step=finish) in a whole run
     "ImageCleanup": PhaseActions(phase_image_cleanup.image_cleanup),

@@ -240,6 +240,9 @@ class PhaseActions:
     # ``verify`` only reads: a call that finds the phase done writes nothing, and does not
     # take the lock (lock.hold is for the calls that write)
     verify_reads_only: bool = False
+    # the options of the phase's ``then`` entry, checked (and converted) before the call
+    # changes anything: raises ValueError naming what is wrong
+    options: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _enter(ctx: Context, phase: phases.Phase, entry: Entry | None, write: bool = True
@@ -279,7 +282,12 @@ def chain_items(p: dict[str, Any], phase: phases.Phase,
             raise ValueError(f"then: {nxt.tag} cannot be started by another phase's call")
         if nxt.index != before.index + 1:
             raise ValueError(f"then: {nxt.tag} does not follow {before.tag}")
-        out.append((nxt, {k: v for k, v in item.items() if k != "phase"}))
+        options = {k: v for k, v in item.items() if k != "phase"}
+        check = table[nxt.name].options
+        try:
+            out.append((nxt, check(options) if check is not None else options))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"then: {nxt.tag}: {exc}") from None
         before = nxt
     return out
 
@@ -315,11 +323,12 @@ def start_chain(kube: Kube, writer: PlanWriter, p: dict[str, Any],
             raise PhaseFailed(f"{nxt.name}: {step.message}")
         if step.state == "pending":
             writer.flush()
-            started.append({"phase": nxt.name, "status": "started", "actions": ctx.actions})
+            started.append({**step.facts, "phase": nxt.name, "status": "started",
+                            "actions": ctx.actions})
             break
         _complete(writer, nxt)
-        started.append({"phase": nxt.name, "status": "completed", "actions": ctx.actions,
-                        "msg": step.message or f"{nxt.name} completed"})
+        started.append({**step.facts, "phase": nxt.name, "status": "completed",
+                        "actions": ctx.actions, "msg": step.message or f"{nxt.name} completed"})
     return started
 
 

@@ -1,0 +1,192 @@
+"""The first node's head start done by ClusterUpgrade's call entering NodeUpgrade (``then``
+options of NodeUpgrade, phase_table) and node_gate ``step=enter`` finding it done
+(node_head_start.answered_already): docs/node-upgrade.md "Head start"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+_MU = "ansible_collections.harvester.upgrade.plugins.module_utils.harvester"
+cycle_kube = pytest.importorskip(f"{_MU}.cycle_kube")
+node_head_start = pytest.importorskip(f"{_MU}.node_head_start")
+phase_table = pytest.importorskip(f"{_MU}.phase_table")
+phases = pytest.importorskip(f"{_MU}.phases")
+pipeline = pytest.importorskip(f"{_MU}.pipeline")
+
+PLAN = "hvst-upgrade-abcde"
+NODE_UPGRADE = phases.get("NodeUpgrade")
+CLUSTER_UPGRADE = phases.get("ClusterUpgrade")
+
+
+def plan(phase: str = "NodeUpgrading", **states: str) -> dict[str, Any]:
+    return {"metadata": {"name": PLAN, "resourceVersion": "1"}, "spec": {},
+            "status": {"currentPhase": phase,
+                       "nodeUpgradeStatuses": {n: {"state": s} for n, s in states.items()}}}
+
+
+class Writer:
+    name = PLAN
+
+    def __init__(self, kube: Any, p: dict[str, Any]) -> None:
+        self.kube = kube
+        self.plan = p
+        self.flushed = 0
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.plan["status"]
+
+    def refresh(self) -> dict[str, Any]:
+        return self.plan
+
+    def flush(self) -> bool:
+        self.flushed += 1
+        return False
+
+
+class NoReads:
+    """A client that must not be used."""
+
+    check_mode = False
+    dyn = object()
+    _resources: dict[Any, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the cluster was read: {name}")
+
+
+# -- the then options ------------------------------------------------------------------------
+def chain(**options: Any) -> list[tuple[Any, dict[str, Any]]]:
+    return pipeline.chain_items({"then": [{"phase": "node_upgrade", **options}]},
+                                CLUSTER_UPGRADE, phase_table.TABLE)
+
+
+def test_node_upgrade_then_options_are_checked_and_converted() -> None:
+    [(phase, opts)] = chain(head_start="true", head_start_wait="10", head_start_finish=30,
+                            play=["node-1", "node-2"])
+    assert phase is NODE_UPGRADE
+    assert opts == {"head_start": True, "head_start_wait": 10, "head_start_finish": 30,
+                    "play": ["node-1", "node-2"]}
+    # none given: no head start (as before the options existed)
+    assert chain()[0][1]["head_start"] is False
+
+
+@pytest.mark.parametrize("bad", [{"head_start": "maybe"}, {"head_start_wait": -1},
+                                 {"head_start_finish": "1.5"}, {"head_start_wait": None},
+                                 {"play": "node-1"}, {"play": [1]}, {"surprise": 1}])
+def test_bad_node_upgrade_then_options_are_refused_before_anything(bad: dict[str, Any]
+                                                                   ) -> None:
+    with pytest.raises(ValueError, match="then: node_upgrade"):
+        chain(**bad)
+
+
+# -- the head start finds it done ------------------------------------------------------------
+def test_answered_already_reads_the_plans_node_states() -> None:
+    p = plan(**{"node-1": "PostDraining", "node-2": "ImagePreloaded"})
+    assert node_head_start.answered_already(p, []) == "node-1"
+    assert node_head_start.answered_already(p, ["node-2", "node-1"]) == "node-1"
+    assert node_head_start.answered_already(p, ["node-2"]) == ""        # not in the play
+    assert node_head_start.answered_already(p, [], node="node-1") == ""  # the node done now
+    for state in ("PreDraining", "PostDrained", "PreDrainFailed", "UpgradePaused"):
+        assert node_head_start.answered_already(plan(**{"node-1": state}), []) == ""
+    for state in ("PreDrained", "WaitingReboot"):
+        assert node_head_start.answered_already(plan(**{"node-1": state}), []) == "node-1"
+
+
+def test_a_head_start_done_already_returns_at_once_reading_nothing() -> None:
+    w = Writer(NoReads(), plan(**{"node-1": "PreDrained", "node-2": "ImagePreloaded"}))
+    res = node_head_start.first_head_start(NoReads(), w, ["node-1", "node-2"], wait=10,
+                                           finish=30)
+    assert res["next"] == "node-1" and not res["changed"] and not res["started"]
+    assert "answered already" in res["why"]
+
+
+def test_a_head_start_stopped_before_the_answer_is_taken_up_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # killed between the migrations and the answer: the node is PreDraining; the enter's head
+    # start goes on (reads the cluster, waits for the pre-drain, adopts the migrations)
+    class Went(Exception):
+        pass
+
+    def facts(*_a: Any, **_kw: Any) -> Any:
+        raise Went
+
+    monkeypatch.setattr(node_head_start, "cluster_facts", facts)
+    w = Writer(NoReads(), plan(**{"node-1": "PreDraining"}))
+    with pytest.raises(Went):
+        node_head_start.head_start(NoReads(), w, "", ["node-1", "node-2"], wait=10)
+
+
+# -- ClusterUpgrade's call does it -----------------------------------------------------------
+def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_informers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = NoReads()
+    w = Writer(plain, plan("ClusterUpgraded"))
+    calls: list[str] = []
+    monkeypatch.setattr(cycle_kube.CycleKube, "prefetch",
+                        lambda self, wait=True, scoped=(): calls.append("prefetch"))
+    monkeypatch.setattr(cycle_kube.CycleKube, "close", lambda self: calls.append("close"))
+
+    def enter(kube: Any, writer: Any, **kw: Any) -> dict[str, Any]:
+        # the entry (Rancher's upgrade) first, through the cycle's client (its writes seen
+        # by the informers), before the informers of the head start's reads are started
+        assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
+        assert kube.dyn is plain.dyn and kw == {"fresh": True, "light": True}
+        assert calls == []
+        calls.append("enter")
+        writer.plan["status"]["currentPhase"] = "NodeUpgrading"
+        return {"changed": True, "phase": "NodeUpgrading", "settings": ["held x"],
+                "order": ["node-1", "node-2"], "single_node": False}
+
+    def first(kube: Any, writer: Any, play: list[str], wait: float, finish: float
+              ) -> dict[str, Any]:
+        assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
+        assert calls == ["enter", "prefetch"]
+        assert (play, wait, finish) == (["node-1", "node-2"], 7.0, 30.0)
+        calls.append("head start")
+        return {"changed": True, "next": "node-1", "why": "", "started": ["m1"],
+                "stopping": [], "answered": True, "migrated": ["vm1"], "job": "j1"}
+
+    monkeypatch.setattr(node_head_start, "enter_phase", enter)
+    monkeypatch.setattr(node_head_start, "first_head_start", first)
+    [(phase, opts)] = chain(head_start=True, head_start_wait=7, head_start_finish=30)
+    started = pipeline.start_chain(plain, w, {"timeout": 60}, [(phase, opts)],
+                                   phase_table.TABLE)
+    assert calls == ["enter", "prefetch", "head start", "close"]
+    assert w.kube is plain   # writes through the call's client again
+    [entry] = started
+    assert entry["phase"] == "NodeUpgrade" and entry["status"] == "started"
+    assert entry["head_start"]["next"] == "node-1" and "changed" not in entry["head_start"]
+    assert entry["actions"][:2] == ["enter phase NodeUpgrading", "held x"]
+    assert entry["actions"][2].startswith("head start: 1 migration(s) started off node-1")
+
+
+def test_without_head_start_the_entry_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = NoReads()
+    w = Writer(plain, plan("ClusterUpgraded"))
+
+    def enter(kube: Any, writer: Any, **kw: Any) -> dict[str, Any]:
+        return {"changed": True, "phase": "NodeUpgrading", "settings": [], "order": ["a"],
+                "single_node": False}
+
+    monkeypatch.setattr(phase_table.node_phase, "enter_phase", enter)
+    monkeypatch.setattr(node_head_start, "first_head_start",
+                        lambda *_a, **_kw: pytest.fail("no head start asked for"))
+    [entry] = pipeline.start_chain(plain, w, {"timeout": 60}, chain(), phase_table.TABLE)
+    assert entry["status"] == "started" and "head_start" not in entry
+
+
+def test_a_single_node_cluster_gets_no_head_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = NoReads()
+    w = Writer(plain, plan("ClusterUpgraded"))
+    monkeypatch.setattr(node_head_start, "enter_phase", lambda *_a, **_kw: {
+        "changed": True, "phase": "NodeUpgrading", "settings": [], "order": ["a"],
+        "single_node": True})
+    monkeypatch.setattr(cycle_kube.CycleKube, "close", lambda self: None)
+    monkeypatch.setattr(cycle_kube.CycleKube, "prefetch",
+                        lambda *_a, **_kw: pytest.fail("no informer for a single node"))
+    [entry] = pipeline.start_chain(plain, w, {"timeout": 60}, chain(head_start=True),
+                                   phase_table.TABLE)
+    assert "head_start" not in entry
