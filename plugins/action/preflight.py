@@ -15,9 +15,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
-from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.args import (
-    AUTH_ARG_SPEC,
-)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import args as specs
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process, status_lines
 from ansible_collections.harvester.upgrade.plugins.plugin_utils.phase_action import (
     PhaseAction,
@@ -25,6 +23,7 @@ from ansible_collections.harvester.upgrade.plugins.plugin_utils.phase_action imp
 
 display = Display()
 UPGRADE_PLAN = "harvester.upgrade.upgrade_plan"
+AUTH = frozenset(specs.spec())   # the connection options (kubernetes.core's), no other
 
 
 class ActionModule(PhaseAction):
@@ -38,7 +37,7 @@ class ActionModule(PhaseAction):
             raise AnsibleActionFail("preflight: ensure_plan must be a mapping of "
                                     "harvester.upgrade.upgrade_plan options (without action)")
         result: dict[str, Any] = super(PhaseAction, self).run(tmp, task_vars)
-        auth = {k: v for k, v in args.items() if k in AUTH_ARG_SPEC}
+        auth = {k: v for k, v in args.items() if k in AUTH}
         planned = in_process.execute(self, UPGRADE_PLAN, {**auth, **ensure, "action": "ensure"},
                                      task_vars)
         result.update(upgrade_plan=planned, phase="Initialize", plan=planned.get("plan"),
