@@ -39,7 +39,7 @@ attributes:
     description: Runs on the controller only (an action plugin).
     support: full
 author:
-  - harvester-upgrade contributors
+  - harvester-upgrade developers (@harvester-upgrade)
 """
 
 EXAMPLES = r"""
