@@ -2,9 +2,10 @@
 # Apache License 2.0 (see LICENSE)
 """Filter harvester.upgrade.upgrade_var_errors: what is wrong with the playbook variables.
 
-roles/common (a dependency of every phase role) runs it on every ``upgrade_*`` variable and
-every role knob (``preflight_*``, ``node_upgrade_*``, ...) before any task talks to the
-cluster, and fails with the messages, each naming the variable. Role argument specs check
+roles/common (a dependency of every phase role) runs :func:`errors` on every ``upgrade_*``
+variable and every role knob (``preflight_*``, ``node_upgrade_*``, ...; :func:`checked_names`)
+through the action ``harvester.upgrade.check_variables`` before any task talks to the cluster,
+and fails with the messages, each naming the variable. Role argument specs check
 types too, but they accept a string for a list (``"a,b"`` is split) and have no minimum.
 """
 
@@ -60,6 +61,23 @@ INT_VARS = frozenset({"upgrade_image_preload_concurrency"})   # may be negative
 NON_NEGATIVE = re.compile(r"_(timeout|interval|retries|concurrency|duration|seconds)$")
 SECRET = re.compile(r"(api_key|token|password|kubeconfig)")
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+# The variables checked (action harvester.upgrade.check_variables): <prefix>_<suffix>, the
+# prefixes being roles/common's and every phase role's, the suffixes the knobs above
+CHECKED_PREFIXES = ("upgrade", "preflight", "iso_download", "repo_create", "metadata_populate",
+                    "image_preload", "cluster_upgrade", "node_upgrade", "image_cleanup",
+                    "finalize")
+CHECKED_SUFFIXES = ("(.*_)?(timeout|interval|retries|concurrency|duration|seconds)",
+                    "pause_nodes", "skip_checks", "annotations", "restore_vm", "force",
+                    "force_phase", "allow_downgrade", "allow_version_skip",
+                    "allow_unverified_iso", "what_if", "validate_certs", "abort", "abort_force",
+                    "lock", "target_aware", "restore_fail_on_error", "resume_failed")
+CHECKED = re.compile(f"^({'|'.join(CHECKED_PREFIXES)})_({'|'.join(CHECKED_SUFFIXES)})$")
+
+
+def checked_names(names: Any) -> list[str]:
+    """The names among ``names`` that :func:`errors` is to check (sorted)."""
+    return sorted(n for n in names if isinstance(n, str) and CHECKED.match(n))
 
 
 def _show(name: str, value: Any) -> str:

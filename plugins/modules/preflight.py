@@ -41,6 +41,10 @@ description:
     reported.
   - Without any plan (what-if), the checks run against O(version)/O(image) and nothing is
     created; the task fails when a check fails.
+  - With O(ensure_plan), the task first creates or adopts the UpgradePlan as
+    M(harvester.upgrade.upgrade_plan) C(action=ensure) does (the collection's action plugin runs
+    that module in the same task), then runs the checks on that plan. When ensure fails or
+    finds the cluster up to date, no check runs.
 options:
   version:
     description: Target Version for a what-if run (default the newest one).
@@ -79,6 +83,14 @@ options:
     type: list
     elements: str
     default: []
+  ensure_plan:
+    description:
+      - Options of M(harvester.upgrade.upgrade_plan) (without C(action)) to create or adopt the
+        UpgradePlan with before the checks, in this task (the connection options are this
+        task's). Its result is RV(upgrade_plan); the checks run on the plan it names. Handled
+        by the action plugin; omitted, the checks run on O(plan) or the active plan (or a
+        what-if without one).
+    type: dict
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - harvester.upgrade.auth
@@ -101,6 +113,14 @@ EXAMPLES = r"""
 - name: Initialize the active plan
   harvester.upgrade.preflight:
   register: checks
+
+- name: Create or adopt the plan for v1.6.0, then initialize it (one task)
+  harvester.upgrade.preflight:
+    ensure_plan:
+      version: v1.6.0
+      restore_vm: true
+    version: v1.6.0
+    restore_vm: true
 """
 
 RETURN = r"""
@@ -137,9 +157,15 @@ plan:
   returned: always
   type: str
 status:
-  description: C(completed), C(verified), C(what_if) or C(terminal).
+  description: C(completed), C(verified), C(what_if) or C(terminal); with O(ensure_plan) also
+    C(up_to_date) (no newer Version, nothing created, no check run).
   returned: always
   type: str
+upgrade_plan:
+  description: The result of M(harvester.upgrade.upgrade_plan) C(action=ensure) (C(plan),
+    C(created), C(up_to_date), C(resumed), C(version) in check mode, C(msg), ...).
+  returned: with O(ensure_plan)
+  type: dict
 """
 
 from typing import Any
@@ -172,9 +198,13 @@ def main() -> None:
             allow_downgrade={"type": "bool", "default": False},
             allow_version_skip={"type": "bool", "default": False},
             allow_unverified_iso={"type": "bool", "default": False},
-            skip_checks={"type": "list", "elements": "str", "default": []}),
+            skip_checks={"type": "list", "elements": "str", "default": []},
+            ensure_plan={"type": "dict"}),
         supports_check_mode=True)
     p = module.params
+    if p.get("ensure_plan") is not None:   # the action plugin runs it and never passes it
+        module.fail_json(msg="ensure_plan is run by the action plugin harvester.upgrade."
+                         "preflight; run this module through a task")
     out: dict[str, Any] = {"changed": False, "phase": INITIALIZE.name, "plan": None,
                            "checks": [], "failed_checks": [], "actions": [], "events": []}
     try:

@@ -28,7 +28,12 @@ class PhaseAction(in_process.ModuleAction):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None
             ) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        args = dict(self._task.args)
+        return self._phase(result, dict(self._task.args), task_vars)
+
+    def _phase(self, result: dict[str, Any], args: dict[str, Any],
+               task_vars: dict[str, Any] | None) -> dict[str, Any]:
+        """Call the module with ``args`` until it stops answering ``pending``; its last
+        result, on top of ``result``."""
         timeout = int(args.get("timeout") or 3600)
         args.setdefault("progress_interval", 30)
         args["deadline"] = time.time() + timeout

@@ -5,8 +5,9 @@ task runs as written, in a generated playbook (``hosts: localhost``, ``connectio
 the connection comes from ``K8S_AUTH_KUBECONFIG``, as the modules document), on a simulated
 cluster at the point where the example makes sense:
 
-* ``plan`` run (three-node): the lock, the what-if pre-flight, every ``upgrade_plan``
-  example, Initialize, abort, and finalize's "clean up after a failed plan";
+* ``plan`` run (three-node): the variable check, the lock, the what-if pre-flight, every
+  ``upgrade_plan`` example, Initialize (then with ``ensure_plan``), abort, and finalize's
+  "clean up after a failed plan";
 * ``cluster`` run (three-node): the cluster phases in order (each "active plan" example,
   then its "named plan, out of order" one, which verifies the completed phase), then the
   inventory plugin's examples (``ansible-inventory --list``) at ``ClusterUpgraded``;
@@ -178,6 +179,7 @@ def has_module(name: str) -> bool:
 
 def plan_playbook() -> list[dict[str, Any]]:
     return [local_play("Plan, lock, Initialize, abort on a fresh cluster", [
+        Ex("check_variables", 0),                 # reads variables only
         Ex("preflight", 0),                       # what-if: no plan yet
         Ex("upgrade_lock", 0), Ex("upgrade_lock", 1),
         glue("upgrade_plan", f"create the plan {PLAN} the examples name", name=PLAN,
@@ -185,6 +187,7 @@ def plan_playbook() -> list[dict[str, Any]]:
         Ex("upgrade_plan", 0), Ex("upgrade_plan", 1), Ex("upgrade_plan", 2),
         Ex("upgrade_plan", 3),
         Ex("preflight", 1),                       # Initialize the active plan
+        Ex("preflight", 2),                       # ensure_plan: adopts it, re-checks
         Ex("upgrade_abort", 0),
         Ex("finalize", 1),                        # clean up after a failed plan
     ])]

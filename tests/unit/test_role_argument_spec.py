@@ -1,9 +1,9 @@
 """Filter harvester.upgrade.role_argument_spec and the playbooks' one-task argument checks.
 
-playbooks/upgrade.yml imports its phase roles with ``rolespec_validate: false`` and checks
-the roles' argument specs in one ``validate_argument_spec`` task per play (docs/performance.md,
-"Ansible's fixed costs"): every such role must be named in that task, or its variables
-would go unchecked."""
+playbooks/upgrade.yml imports its phase roles with ``rolespec_validate: false`` and has role
+common's one check task (harvester.upgrade.check_variables) check their argument specs: the
+play names them in ``harvester_upgrade_checked_roles`` (docs/performance.md, "Variable checks
+in one task"). Every such role must be named there, or its variables would go unchecked."""
 
 from __future__ import annotations
 
@@ -80,26 +80,14 @@ def _imports(play: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _checked_roles(play: dict[str, Any]) -> list[str]:
-    """The roles named in the play's validate_argument_spec tasks (as a literal list or name
-    before ``| harvester.upgrade.role_argument_spec``)."""
-    def strings(value: Any) -> list[str]:
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, dict):
-            return [s for v in value.values() for s in strings(v)]
-        if isinstance(value, list):
-            return [s for v in value for s in strings(v)]
-        return []
-
-    out: list[str] = []
-    for task in play.get("tasks") or []:
-        if "ansible.builtin.validate_argument_spec" not in task:
-            continue
-        for text in strings(task):
-            for expr in re.findall(
-                    r"(\[[^\]]*\]|'[a-z_]+')\s*\|\s*harvester\.upgrade\.role_argument_spec", text):
-                out += re.findall(r"'([a-z_]+)'", expr)
-    return out
+    """The roles whose specs the play's common checks (``harvester_upgrade_checked_roles``,
+    a literal list among the play's vars; common must be among the play's roles)."""
+    roles = (play.get("vars") or {}).get("harvester_upgrade_checked_roles") or []
+    if roles:
+        assert isinstance(roles, list) and all(isinstance(r, str) for r in roles), roles
+        assert any(r["role"] == "harvester.upgrade.common" for r in play.get("roles") or []), \
+            f"{play['name']}: names roles to check but does not run common"
+    return list(roles)
 
 
 def test_every_role_imported_without_its_check_is_checked_by_the_playbook() -> None:
