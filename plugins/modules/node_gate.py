@@ -196,6 +196,8 @@ status:
   sample: no_plan
 """
 
+import copy
+
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     cycle_kube,
     errors,
@@ -216,11 +218,8 @@ def main() -> None:
         node={"type": "str"},
         pause_timeout={"type": "int", "default": 3600},
         timeout={"type": "int", "default": 1800},
-        head_start={"type": "bool", "default": False},
-        head_start_wait={"type": "int", "default": 10},
-        head_start_finish={"type": "int", "default": 0},
         prerun_held={"type": "bool", "default": False},
-        play={"type": "list", "elements": "str", "default": []},
+        **copy.deepcopy(node_head_start.HEAD_START_OPTIONS),
         then={"type": "list", "elements": "dict", "default": []},
     )
     module = node_module.new_module(spec, required_if=[("step", "batch", ["batch"]),

@@ -71,6 +71,15 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
     WaitTimeout,
 )
 
+# the first node's head start as node_gate step=enter takes it (its argument spec) and
+# ClusterUpgrade's call entering NodeUpgrade (its then options, phase_table): one definition
+HEAD_START_OPTIONS: dict[str, dict[str, Any]] = {
+    "head_start": {"type": "bool", "default": False},
+    "head_start_wait": {"type": "int", "default": 10},
+    "head_start_finish": {"type": "int", "default": 0},
+    "play": {"type": "list", "elements": "str", "default": []},
+}
+
 # a node in one of these states had its pre-drain answered and is not upgraded yet: Rancher
 # (one node at a time) asks for no other node until it is done
 ANSWERED_STATES = ("PreDrained", "PostDraining", "WaitingReboot")

@@ -67,9 +67,8 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
 
 
 _NODES_GO_ON = "NodeUpgrading: Rancher upgrades the nodes; the node play goes on"
-# NodeUpgrade's then options (node_gate step=enter's of the same names, the same defaults)
-_HEAD_START_DEFAULTS = {"head_start": False, "head_start_wait": 10, "head_start_finish": 0,
-                        "play": []}
+# NodeUpgrade's then options: node_gate step=enter's of the same names and defaults
+_HEAD_START_DEFAULTS = {k: v["default"] for k, v in node_head_start.HEAD_START_OPTIONS.items()}
 
 
 def _node_upgrade_options(options: dict[str, Any]) -> dict[str, Any]:
