@@ -22,7 +22,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.harvester.upgrade.plugins.filter import upgrade_vars
 from ansible_collections.harvester.upgrade.plugins.filter.role_argument_spec import (
-    role_argument_spec,
+    merged_specs,
 )
 
 COMMON = "common"
@@ -31,22 +31,14 @@ COMMON_ENTRY_POINT = "variables"   # roles/common/meta/argument_specs.yml
 
 def spec_of(roles: Any) -> dict[str, Any]:
     """Common's ``variables`` options and ``roles``' ``main`` options, merged (an option
-    declared twice is refused, as :func:`role_argument_spec` refuses it)."""
+    declared twice is refused: :func:`role_argument_spec.merged_specs`)."""
     if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
         raise AnsibleActionFail(f"check_variables: roles must be a list of role names, got "
                                 f"{roles!r}")
     try:
-        spec = dict(role_argument_spec(COMMON, entry_point=COMMON_ENTRY_POINT))
-        if roles:
-            for name, option in role_argument_spec(roles).items():
-                if name in spec:
-                    raise AnsibleFilterError(
-                        f"role_argument_spec: option {name} is declared by both "
-                        f"harvester.upgrade.{COMMON} and one of {', '.join(roles)}")
-                spec[name] = option
+        return merged_specs([(COMMON, COMMON_ENTRY_POINT)] + [(r, "main") for r in roles])
     except AnsibleFilterError as exc:
         raise AnsibleActionFail(f"check_variables: {exc}") from exc
-    return spec
 
 
 def problems(spec: dict[str, Any], values: dict[str, Any]) -> list[str]:

@@ -87,9 +87,15 @@ def role_argument_spec(roles: Any, entry_point: str = "main") -> dict[str, Any]:
     names = [roles] if isinstance(roles, str) else list(roles or [])
     if not names:
         raise AnsibleFilterError("role_argument_spec: no role given")
+    return merged_specs([(role, entry_point) for role in names])
+
+
+def merged_specs(entries: list[tuple[Any, str]]) -> dict[str, Any]:
+    """The options of each ``(role, entry point)``'s argument spec, merged; an option
+    declared by two of them is refused."""
     merged: dict[str, Any] = {}
     owner: dict[str, str] = {}
-    for role in names:
+    for role, entry_point in entries:
         entry = _role_specs(role).get(entry_point)
         if not isinstance(entry, dict):
             raise AnsibleFilterError(
