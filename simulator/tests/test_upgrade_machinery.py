@@ -695,3 +695,37 @@ def test_touch_in_init_container_is_seen_through_the_shared_empty_dir(world: Wor
     assert not host_scripts.pod_file_exists(bare, "/tmp/skip-vol-a")
     # touching outside an emptyDir is not a modelled script
     assert host_scripts.run_shell_script(bare, ["sh", "-c", "touch /tmp/skip-vol-a"]) is None
+
+
+def test_downward_api_items_are_files_whole_or_by_sub_path(world: World) -> None:
+    """The kubelet writes a downwardAPI volume's items before the containers start: the
+    bypass files of wait_longhorn_engines can come from one, mounted item by item with
+    subPath (the rest of /tmp stays the container's own) or whole at a directory."""
+    from harvester_sim.programs import host_scripts
+    from harvester_sim.programs.base import ProgramContext
+
+    items = [{"path": f"skip-{v}", "fieldRef": {"fieldPath": "metadata.name"}}
+             for v in ("vol-a", "vol-b")]
+    pod = {"metadata": {"name": "x", "uid": "u2"},
+           "spec": {"volumes": [{"name": "skip", "downwardAPI": {"items": items}},
+                                {"name": "tmp", "emptyDir": {}}]}}
+    by_item = {"name": "m", "volumeMounts": [
+        {"name": "skip", "mountPath": "/tmp/skip-vol-a", "subPath": "skip-vol-a"},
+        {"name": "skip", "mountPath": "/tmp/skip-vol-b", "subPath": "skip-vol-b"}]}
+    ctx = ProgramContext(world, world.client, pod, by_item, "node-1", {})
+    assert host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-a")
+    assert host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-b")
+    assert not host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-c")
+    assert not host_scripts.pod_file_exists(ctx, "/tmp")
+    whole = {"name": "w", "volumeMounts": [{"name": "skip", "mountPath": "/etc/skip"}]}
+    ctx = ProgramContext(world, world.client, pod, whole, "node-1", {})
+    assert host_scripts.pod_file_exists(ctx, "/etc/skip/skip-vol-b")
+    assert not host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-b")
+    # an item the mount's subPath does not name is not at the mount path
+    wrong = {"name": "o", "volumeMounts": [
+        {"name": "skip", "mountPath": "/tmp/skip-vol-c", "subPath": "skip-vol-c"}]}
+    ctx = ProgramContext(world, world.client, pod, wrong, "node-1", {})
+    assert not host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-c")
+    # a container that does not mount the volume sees none of it
+    bare = ProgramContext(world, world.client, pod, {"name": "b"}, "node-1", {})
+    assert not host_scripts.pod_file_exists(bare, "/tmp/skip-vol-a")

@@ -127,6 +127,96 @@ def test_the_end_of_a_head_start_reads_neither_the_job_nor_the_migrations_again(
     assert out["migrated"] == [{"vm": "default/vm1", "attempts": 1, "to": "n3"}], out
 
 
+def test_a_head_start_creates_the_pre_drain_job_before_it_taints_the_node(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the VMs are off, the pre-drain Job is created first: the taint (and the
+    detector's Event) follow at once, while its pod starts, instead of holding it up."""
+    order: list[str] = []
+
+    class Waiting(Kube):
+        def wait(self, sources: list[Any], predicate: Any, **_kw: Any) -> Any:
+            return predicate({"VirtualMachineInstance": {},
+                              "VirtualMachineInstanceMigration": {}})
+
+    class Round:
+        def result(self) -> dict[str, Any]:
+            return {"evicted": [], "left": [], "skipped": ""}
+
+    def job(*_a: Any, on_created: Any = None, **_kw: Any) -> dict[str, Any]:
+        order.append("job created")
+        if on_created is not None:
+            on_created()
+        order.append("job awaited")
+        return {"complete": True, "changed": True, "job": "j"}
+    hs = node_head_start
+    for name in ("wait_volumes_safe", "wait_pdbs", "wait_nodes_ready", "check_phase"):
+        monkeypatch.setattr(hs, name, lambda *_a, **_kw: {})
+    monkeypatch.setattr(hs.pe, "start_round", lambda *_a, **_kw: Round())
+    monkeypatch.setattr(hs, "taint_node", lambda *_a: order.append("taint") or True)
+    monkeypatch.setattr(hs, "no_shutdown_event", lambda *_a: order.append("event"))
+    monkeypatch.setattr(hs, "run_pre_drain_job", job)
+    monkeypatch.setattr(hs, "answer_hook", lambda *_a, **_kw: order.append("answer") or {
+        "changed": True, "passed": True})
+    out = hs.finish_head_start(Waiting(), Writer(), NODE, "mp", 30)  # type: ignore[arg-type]
+    assert order == ["job created", "taint", "event", "job awaited", "answer"], order
+    assert out["changed"]
+
+
+def test_the_pre_drain_job_is_created_before_what_follows_it_and_reads_engines_once(
+        ) -> None:
+    """run_pre_drain_job: ``on_created`` runs right after the create, before the wait; the
+    Engines are listed once for both of its questions (settled? what to skip?)."""
+    node_job = pytest.importorskip(f"{_MU}.node_job")
+    name = node_job.job_name(PLAN, "pre-drain", NODE)
+    order: list[str] = []
+    engine = {"metadata": {"name": "e1", "labels": {"longhornvolume": "pvc-a"}},
+              "status": {"currentState": "running"}}
+    volume = {"metadata": {"name": "pvc-a"},
+              "status": {"state": "attached", "robustness": "degraded"}}
+    replica = {"spec": {"volumeName": "pvc-a", "nodeID": "n3"},
+               "status": {"currentState": "running"}}
+
+    class Jobs(Kube):
+        def get(self, api_version: str, kind: str, name: str,
+                namespace: str | None = None) -> dict[str, Any] | None:
+            return None
+
+        def list(self, api_version: str, kind: str, *_a: Any, **_kw: Any
+                 ) -> list[dict[str, Any]]:
+            order.append(f"list {kind}")
+            return {"Engine": [engine], "Volume": [volume], "Replica": [replica]}[kind]
+
+        def create_in(self, api_version: str, kind: str, body: dict[str, Any],
+                      namespace: str) -> dict[str, Any]:
+            order.append("create")
+            self.body = body
+            return {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+
+        def seed(self, obj: dict[str, Any]) -> None:
+            pass
+
+        def wait(self, sources: list[Any], predicate: Any, **_kw: Any) -> Any:
+            order.append("wait")
+            done = {"metadata": {"name": name}, "status": {"conditions": [
+                {"type": "Complete", "status": "True"}]}}
+            return predicate({"Job": {name: done}})
+
+    class JobWriter(Writer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.plan["spec"] = {"upgrade": "v1.6.0"}
+
+        def owner_reference(self) -> dict[str, Any]:
+            return {"kind": "UpgradePlan", "name": PLAN, "controller": True}
+
+    kube = Jobs()
+    out = node_job.run_pre_drain_job(kube, JobWriter(), NODE,  # type: ignore[arg-type]
+                                     on_created=lambda: order.append("on_created"))
+    assert out["complete"] and out["skip_volumes"] == ["pvc-a"], out
+    assert order == ["list Engine", "list Volume", "list Replica", "create", "on_created",
+                     "wait"], order
+
+
 def test_a_node_job_read_as_running_answers_the_wait_on_it() -> None:
     node_job = pytest.importorskip(f"{_MU}.node_job")
     name = node_job.job_name(PLAN, "pre-drain", NODE)

@@ -184,6 +184,34 @@ def test_job_shape_follows_protocol() -> None:
     assert len(node_job.job_name("p" * 50, "single-node-upgrade", "node-1")) <= 63
 
 
+def test_pre_drain_bypass_files_come_from_a_downward_api_volume() -> None:
+    """The volumes judged safe to drain past reach upgrade_node.sh's bypass as files
+    /tmp/skip-<volume> that the kubelet writes before the container starts (one item of a
+    downwardAPI volume each, mounted at its path with subPath): no init container, whose
+    own start the Job's pod would wait for, and /tmp stays the container's own."""
+    plan = {"metadata": {"name": "hvst-upgrade-x", "uid": "u1"}, "spec": {"upgrade": "v1"},
+            "status": {}}
+    w = plan_writer.PlanWriter(_FakeKube(), plan)  # type: ignore[arg-type]
+    pod = node_job.job_body(w, "pre-drain", "node-1", ["pvc-b", "pvc-a", "pvc-b"])[
+        "spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    vols = {v["name"]: v for v in pod["volumes"]}
+    src = vols[node_job.SKIP_VOLUME]["downwardAPI"]
+    assert [i["path"] for i in src["items"]] == ["skip-pvc-a", "skip-pvc-b"]
+    assert all(i["fieldRef"] == {"fieldPath": "metadata.name"} for i in src["items"])
+    assert not any("emptyDir" in v for v in vols.values())
+    mounts = pod["containers"][0]["volumeMounts"]
+    skip = [m for m in mounts if m["name"] == node_job.SKIP_VOLUME]
+    assert [(m["mountPath"], m["subPath"]) for m in skip] == [
+        ("/tmp/skip-pvc-a", "skip-pvc-a"), ("/tmp/skip-pvc-b", "skip-pvc-b")]
+    assert all(m["readOnly"] for m in skip)
+    assert not any(m["mountPath"] == "/tmp" for m in mounts)
+    # nothing to skip: nothing added
+    bare = node_job.job_body(w, "pre-drain", "node-1")["spec"]["template"]["spec"]
+    assert [v["name"] for v in bare["volumes"]] == ["host-root"]
+    assert [m["name"] for m in bare["containers"][0]["volumeMounts"]] == ["host-root"]
+
+
 @pytest.mark.parametrize(("phase", "ok"), [
     ("ClusterUpgrading", False), ("ClusterUpgraded", True), ("NodeUpgrading", True),
     ("NodeUpgraded", True), ("Failed", False), ("", False)])

@@ -208,12 +208,13 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     """The end of ``node``'s evacuation after :func:`head_start` started it (``secret``: its
     machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
     on the node, then — Longhorn and the PDBs allowing it now, the plan still in
-    NodeUpgrading — taint the node and answer Rancher's pre-drain (node ``PreDrained``),
-    exactly what the node's own :func:`evacuate` and :func:`answer_hook` do next; then, time
+    NodeUpgrading — create its pre-drain Job, taint the node as soon as the Job exists, and
+    answer Rancher's pre-drain (node ``PreDrained``), what the node's own :func:`evacuate`
+    and :func:`answer_hook` do next (they taint first: two steps); then, time
     left, start its OS upgrade once Rancher drained it (:func:`_start_os_upgrade`). Gives up,
     changing nothing, when time runs out, when one of this run's migrations off the node
     failed (the node's own cycle retries it, counting the attempt) or when a check would make
-    the evacuation wait; never fails the plan. Before the taint, the second round of
+    the evacuation wait; never fails the plan. Before the Job, the second round of
     :func:`node_pod_eviction.evict_early` under Rancher's drain options ``drain`` (the node's
     pre-drain value), as the node's own evacuation does after its migrations.
 
@@ -263,11 +264,16 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
         res = rnd.result()
         return {**out, "pod_evictions": res, "changed": out["changed"] or bool(res["evicted"]),
                 **why}
-    out["changed"] = taint_node(kube, node)
-    if not stopped:   # as evacuate() says when nothing had to stop
-        no_shutdown_event(writer, node)
+    def taint() -> None:
+        # right after the Job's creation (its pod starts for seconds and taints the node
+        # itself too), so that neither write holds up the other: every VM is off the node and
+        # Rancher cordoned it, nothing lands on it meanwhile
+        out["changed"] |= taint_node(kube, node)
+        if not stopped:   # as evacuate() says when nothing had to stop
+            no_shutdown_event(writer, node)
+
     job = run_pre_drain_job(kube, writer, node, timeout=max(0.0, deadline - time.monotonic()),
-                            fail=False)
+                            fail=False, on_created=taint)
     out["changed"] |= bool(job["changed"])
     if not job["complete"]:
         return ended(why=f"pre-drain Job of {node} not done in time; its own cycle waits for "

@@ -5,6 +5,7 @@ upgrade Job followed by the wait for the node to come back Ready on the new OS
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -52,6 +53,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.waitin
     WaitTimeout,
 )
 
+# the pre-drain Job's volume holding upgrade_node.sh's per-volume bypass files
+SKIP_VOLUME = "skip-volumes"
+
 
 def toolkit_image(plan: dict[str, Any]) -> str:
     ann = (plan.get("metadata") or {}).get("annotations") or {}
@@ -68,8 +72,11 @@ def job_body(writer: PlanWriter, job_type: str, node: str,
              skip_volumes: list[str] | None = None) -> dict[str, Any]:
     """The node Job (reference §C.5). ``skip_volumes`` (pre-drain): Longhorn volumes the
     script's ``wait_longhorn_engines`` is to pass over — its documented bypass, a file
-    ``/tmp/skip-<volume>`` in the container, left by an init container in an emptyDir
-    mounted at ``/tmp``."""
+    ``/tmp/skip-<volume>`` in the container: one item per volume of a downwardAPI volume,
+    each mounted at its path with ``subPath`` (the rest of ``/tmp`` stays the container's
+    own, writable: the script keeps files there). The kubelet writes them before the
+    container starts, so the bypass costs the pod no second container start (an init
+    container that touched them did)."""
     labels = {**writer.labels("node-upgrade"), c.LABEL_JOB_TYPE: job_type, c.LABEL_NODE: node}
     # what upgrade_node.sh reads (lib.sh: the plan name builds the repo URL; the node name
     # for kubectl; the pod name for the reboot service after an OS install)
@@ -108,13 +115,13 @@ def job_body(writer: PlanWriter, job_type: str, node: str,
     }
     if skip_volumes:
         pod = body["spec"]["template"]["spec"]
-        pod["volumes"].append({"name": "tmp", "emptyDir": {}})
-        pod["containers"][0]["volumeMounts"].append({"name": "tmp", "mountPath": "/tmp"})
-        pod["initContainers"] = [{
-            "name": "skip-volumes", "image": toolkit_image(writer.plan),
-            "command": ["sh", "-c", "touch " + " ".join(
-                f"/tmp/skip-{v}" for v in sorted(skip_volumes))],
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}]
+        files = [f"skip-{v}" for v in sorted(set(skip_volumes))]
+        # the file's content is never read (``[ -f ]``): the pod's name will do
+        pod["volumes"].append({"name": SKIP_VOLUME, "downwardAPI": {"items": [
+            {"path": f, "fieldRef": {"fieldPath": "metadata.name"}} for f in files]}})
+        pod["containers"][0]["volumeMounts"] += [
+            {"name": SKIP_VOLUME, "mountPath": f"/tmp/{f}", "subPath": f, "readOnly": True}
+            for f in files]
     return body
 
 
@@ -254,23 +261,33 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     return result
 
 
-def _engines_settled(kube: Kube) -> str | None:
-    """None when no running Longhorn engine belongs to a volume that is not attached: the
-    pre-drain script lists the running engines once and then waits for each one's volume to
-    be healthy, forever for a volume that detaches meanwhile (one of the VMs we just
-    stopped)."""
+# the Longhorn Engines and the Volumes by name, as one pre-drain read (both empty on a
+# cluster without Harvester's CRDs, where Longhorn is not expected either)
+EngineView = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
+
+
+def _engine_view(kube: Kube, what: str, why: str) -> EngineView:
+    """The Engines and Volumes of longhorn-system (:data:`EngineView`); fails closed."""
     try:
         engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
         vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
                                                             "longhorn-system")}
     except NotServed as exc:
         if not is_harvester(kube):
-            return None
-        raise longhorn_unreadable(exc, "Engines and Volumes",
-                                  "tell whether the stopped VMs' volumes detached") from exc
+            return [], {}
+        raise longhorn_unreadable(exc, what, why) from exc
     except ApiError as exc:
-        raise longhorn_unreadable(exc, "Engines and Volumes",
-                                  "tell whether the stopped VMs' volumes detached") from exc
+        raise longhorn_unreadable(exc, what, why) from exc
+    return engines, vols
+
+
+def _engines_settled(kube: Kube, view: EngineView | None = None) -> str | None:
+    """None when no running Longhorn engine belongs to a volume that is not attached: the
+    pre-drain script lists the running engines once and then waits for each one's volume to
+    be healthy, forever for a volume that detaches meanwhile (one of the VMs we just
+    stopped). ``view``: an :func:`_engine_view` read just now (None: read here)."""
+    engines, vols = view if view is not None else _engine_view(
+        kube, "Engines and Volumes", "tell whether the stopped VMs' volumes detached")
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
@@ -281,25 +298,26 @@ def _engines_settled(kube: Kube) -> str | None:
     return None
 
 
-def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
+def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> list[str]:
     """Volumes with a running engine that are not healthy but not at risk from draining
     ``node`` (a healthy replica lives elsewhere: :func:`volume_at_risk`). The pre-drain
     script waits for every running engine's volume to be healthy (≥ 3 nodes) or to have two
     RW replicas, forever — also for a volume that cannot heal (too few nodes with disks, a
-    replica lost for good) and that our own check already judged safe."""
+    replica lost for good) and that our own check already judged safe. ``view``: an
+    :func:`_engine_view` read just now (None: read here)."""
+    what = "Engines, Volumes and Replicas"
+    why = f"tell which volumes are safe to drain {node} past"
+    engines, vols = view if view is not None else _engine_view(kube, what, why)
+    if not engines:
+        return []
     try:
-        engines = kube.list(LONGHORN_API, "Engine", "longhorn-system")
-        vols = {v["metadata"]["name"]: v for v in kube.list(LONGHORN_API, "Volume",
-                                                            "longhorn-system")}
         replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
         if not is_harvester(kube):
             return []
-        raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                  f"tell which volumes are safe to drain {node} past") from exc
+        raise longhorn_unreadable(exc, what, why) from exc
     except ApiError as exc:
-        raise longhorn_unreadable(exc, "Engines, Volumes and Replicas",
-                                  f"tell which volumes are safe to drain {node} past") from exc
+        raise longhorn_unreadable(exc, what, why) from exc
     out = set()
     by_volume = replicas_by_volume(replicas)
     for e in engines:
@@ -314,7 +332,8 @@ def _volumes_to_skip(kube: Kube, node: str) -> list[str]:
 
 
 def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 3600,
-                      start_only: bool = False, fail: bool = True) -> dict[str, Any]:
+                      start_only: bool = False, fail: bool = True,
+                      on_created: Callable[[], None] | None = None) -> dict[str, Any]:
     """Job ``<plan>-node-upgrade-pre-drain-<node>`` (``upgrade_node.sh pre-drain``): on the
     host it undoes the rancher-system-agent drop-in the cluster upgrade left (without that,
     RKE2 does not restart into the new version), removes RKE2's canal config and disables
@@ -322,7 +341,9 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
     ends at once. Its VM detector rewrites the node's entry of ``<plan>-restore-vm``: our
     record is merged back afterwards. Waits for the Job (``timeout``); failure ⇒
     ``PreDrainFailed``. ``start_only``: create it and return (``started``/``complete``).
-    ``fail=False`` (a head start): a failure or the timeout only returns ``why``."""
+    ``fail=False`` (a head start): a failure or the timeout only returns ``why``.
+    ``on_created``: called once the Job exists (created now, or found running or complete),
+    before it is awaited — what is to follow its creation at once without holding it up."""
     name = job_name(writer.name, "pre-drain", node)
     out: dict[str, Any] = {"changed": False, "job": name, "started": False, "complete": False}
     job = kube.get("batch/v1", "Job", name, c.UPGRADE_NS)
@@ -334,7 +355,10 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         return _pre_drain_failed(writer, node, outcome, out, fail)
     recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent":
-        if _engines_settled(kube) is not None:
+        # one read of the Engines and Volumes answers both questions (settled, what to skip)
+        view: EngineView | None = _engine_view(
+            kube, "Engines and Volumes", "tell whether the stopped VMs' volumes detached")
+        if _engines_settled(kube, view) is not None:
             if start_only:
                 return out
             try:
@@ -348,7 +372,8 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                     return {**out, "why": str(exc)}
                 writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
                 raise
-        skip = _volumes_to_skip(kube, node)
+            view = None   # read again: they changed
+        skip = _volumes_to_skip(kube, node, view)
         created = kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
                                  c.UPGRADE_NS)
         if not start_only:
@@ -358,10 +383,15 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                         if skip else ""))
         out["changed"] = out["started"] = True
         out["skip_volumes"] = skip
+        if on_created is not None:
+            on_created()
         if start_only:
             return out
-    elif outcome[0] == "running" and start_only:
-        return out
+    else:
+        if on_created is not None:
+            on_created()
+        if outcome[0] == "running" and start_only:
+            return out
     if outcome[0] != "complete":
         if job is not None and outcome[0] == "running":
             kube.seed(job)   # as read above: the wait starts from it

@@ -29,6 +29,10 @@ here fails (exit 127, ``not modelled by the simulator``) instead of being accept
   ``/tmp/skip-<volume>``, the per-volume bypass ``upgrade_node.sh``'s
   ``wait_longhorn_engines`` tests with ``-f``). The files live as long as the pod, visible to
   every container of the pod that mounts the same volume (:func:`pod_file_exists`).
+  :func:`pod_file_exists` also sees the items of a ``downwardAPI`` volume the container
+  mounts (whole, or one item at a time with ``subPath``): the kubelet writes them before
+  any container starts (kubernetes ``v1.33.3`` ``pkg/volume/downwardapi``,
+  ``pkg/kubelet/kubelet_pods.go`` ``makeMounts``).
 """
 
 from __future__ import annotations
@@ -176,11 +180,41 @@ def _pod_files(ctx: ProgramContext, volume: str) -> set[str]:
     return store.setdefault((uid, volume), set())
 
 
+def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
+    """Whether ``path`` is a file of a ``downwardAPI`` volume this container mounts: the
+    kubelet writes one file per item (``items[].path``, relative to the volume) before any
+    container starts (kubernetes ``pkg/volume/downwardapi``); a mount with ``subPath``
+    shows that path of the volume at ``mountPath`` (``pkg/kubelet/kubelet_pods.go``
+    ``makeMounts``). Item contents are not modelled, only that the file is there."""
+    vols = {v.get("name"): v for v in (ctx.pod.get("spec") or {}).get("volumes") or []}
+    for m in ctx.container.get("volumeMounts") or []:
+        src = (vols.get(m.get("name")) or {}).get("downwardAPI")
+        if not isinstance(src, dict):
+            continue
+        items = {posixpath.normpath(str(i.get("path") or ""))
+                 for i in src.get("items") or [] if i.get("path")}
+        mp = str(m.get("mountPath") or "").rstrip("/")
+        sub = posixpath.normpath(str(m.get("subPath") or "")).strip("/")
+        sub = "" if sub == "." else sub
+        if path == mp:
+            rel = sub
+        elif path.startswith(mp + "/"):
+            rel = posixpath.join(sub, path[len(mp) + 1:]) if sub else path[len(mp) + 1:]
+        else:
+            continue
+        if rel and posixpath.normpath(rel) in items:
+            return True
+    return False
+
+
 def pod_file_exists(ctx: ProgramContext, path: str) -> bool:
-    """``[[ -f path ]]`` in this container: only files an emptyDir it mounts holds (its own
-    image filesystem has none of the files the upgrade looks for)."""
+    """``[[ -f path ]]`` in this container: only files an emptyDir it mounts holds, or a
+    downwardAPI volume's items (:func:`_downward_api_file`) (its own image filesystem has
+    none of the files the upgrade looks for)."""
     where = _mount_of(ctx, path)
-    return where is not None and where[1] in _pod_files(ctx, where[0])
+    if where is not None and where[1] in _pod_files(ctx, where[0]):
+        return True
+    return _downward_api_file(ctx, path)
 
 
 def _touch_paths(ctx: ProgramContext, script: str) -> list[tuple[str, str]] | None:

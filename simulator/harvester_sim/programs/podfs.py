@@ -21,7 +21,8 @@ Upstream: the kubelet's volume plugins, kubernetes/kubernetes ``v1.32.4`` (RKE2
 propagation (``pkg/kubelet/kubelet_pods.go`` ``makeMounts``, Bidirectional); ``mount -o
 loop`` as util-linux ``mount``.
 Not modelled: ``subPath``, configMap/secret/projected/downwardAPI volume contents (not
-checked), ``readOnly`` enforcement, capacity limits (``sizeLimit``).
+checked; that a downwardAPI item's file exists, whole or through ``subPath``, is
+``host_scripts.pod_file_exists``'s), ``readOnly`` enforcement, capacity limits (``sizeLimit``).
 """
 
 from __future__ import annotations
