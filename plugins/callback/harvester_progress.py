@@ -45,6 +45,21 @@ options:
     ini:
       - section: harvester_progress
         key: summary
+  fast_exit:
+    description:
+      - When the playbook's stats are sent (the run is over), make ansible-playbook's final
+        exit skip Python's teardown of the interpreter (freeing every object of the run, about
+        0.1 s). The exit status is the same, the exit handlers run and the output is flushed
+        before the process ends.
+      - Only in the C(ansible-playbook) process itself, and only when no non-daemon thread is
+        left; otherwise Python's own exit.
+    type: bool
+    default: true
+    env:
+      - name: HARVESTER_PROGRESS_FAST_EXIT
+    ini:
+      - section: harvester_progress
+        key: fast_exit
 """
 
 # Imports after DOCUMENTATION (ansible-test validate-modules: import-before-documentation).
@@ -62,6 +77,7 @@ from ansible_collections.harvester.upgrade.plugins.plugin_utils import bytecode 
 bytecode.install()
 
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import (  # noqa: E402
+    fast_exit,
     status_lines,
 )
 
@@ -447,6 +463,8 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         self._guard(self._stats)
+        if self.get_option("fast_exit"):   # the run is over (plugin_utils/fast_exit.py)
+            self._guard(fast_exit.install)
 
     def _stats(self) -> None:
         if not self.get_option("summary") or not self.state.phase_started:
