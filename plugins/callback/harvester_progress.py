@@ -78,6 +78,7 @@ bytecode.install()
 
 from ansible_collections.harvester.upgrade.plugins.plugin_utils import (  # noqa: E402
     fast_exit,
+    preload,
     status_lines,
 )
 
@@ -460,6 +461,11 @@ class CallbackModule(CallbackBase):
             self._say(f"{PREFIX}FAILED ({', '.join(where) or module}) in task "
                       f"'{result._task.get_name()}'" + (f": {msg[0][:200]}" if msg else ""),
                       color="red")
+
+    def v2_playbook_on_start(self, playbook: Any) -> None:
+        # the collection's imports for its module tasks done beside the run's first worker
+        # (common's variable check) instead of after it (plugin_utils/preload.py)
+        self._guard(preload.start_after_next_fork)
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         self._guard(self._stats)
