@@ -45,6 +45,10 @@ description:
     M(harvester.upgrade.upgrade_plan) C(action=ensure) does (the collection's action plugin runs
     that module in the same task), then runs the checks on that plan. When ensure fails or
     finds the cluster up to date, no check runs.
+  - With O(then) (C(iso_download) first), the call that completes Initialize enters the
+    phases named and creates their first objects as their own modules would (ISODownload's
+    C(VirtualMachineImage)), leaving their waits to their own tasks; RV(started) says what it
+    started. Ignored in check mode, in a what-if and when Initialize was completed before.
 options:
   version:
     description: Target Version for a what-if run (default the newest one).
@@ -161,6 +165,12 @@ status:
     C(up_to_date) (no newer Version, nothing created, no check run).
   returned: always
   type: str
+started:
+  description: The phases this call started after Initialize (O(then)), each with C(phase),
+    C(status) (C(started) or C(completed)) and C(actions).
+  returned: when O(then) started a phase
+  type: list
+  elements: dict
 upgrade_plan:
   description: The result of M(harvester.upgrade.upgrade_plan) C(action=ensure) (C(plan),
     C(created), C(up_to_date), C(resumed), C(version) in check mode, C(msg), ...).
