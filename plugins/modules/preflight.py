@@ -45,6 +45,10 @@ description:
     M(harvester.upgrade.upgrade_plan) C(action=ensure) does (the collection's action plugin runs
     that module in the same task), then runs the checks on that plan. When ensure fails or
     finds the cluster up to date, no check runs.
+  - With O(then) (C(iso_download) first), the call that completes Initialize enters the
+    phases named and creates their first objects as their own modules would (ISODownload's
+    C(VirtualMachineImage)), leaving their waits to their own tasks; RV(started) says what it
+    started. Ignored in check mode, in a what-if and when Initialize was completed before.
 options:
   version:
     description: Target Version for a what-if run (default the newest one).
@@ -161,6 +165,12 @@ status:
     C(up_to_date) (no newer Version, nothing created, no check run).
   returned: always
   type: str
+started:
+  description: The phases this call started after Initialize (O(then)), each with C(phase),
+    C(status) (C(started) or C(completed)) and C(actions).
+  returned: when O(then) started a phase
+  type: list
+  elements: dict
 upgrade_plan:
   description: The result of M(harvester.upgrade.upgrade_plan) C(action=ensure) (C(plan),
     C(created), C(up_to_date), C(resumed), C(version) in check mode, C(msg), ...).
@@ -175,7 +185,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     lock,
     module_factory,
     phase_initialize,
+    phase_table,
     phases,
+    pipeline,
     plan_status,
     plan_writer,
     preflight_checks,
@@ -207,6 +219,10 @@ def main() -> None:
                          "preflight; run this module through a task")
     out: dict[str, Any] = {"changed": False, "phase": INITIALIZE.name, "plan": None,
                            "checks": [], "failed_checks": [], "actions": [], "events": []}
+    try:   # a bad then is refused before anything is read or written
+        chain = pipeline.chain_items(p, INITIALIZE, phase_table.TABLE)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc), **out)
     try:
         kube = Kube.from_module(module)
         plan = plan_writer.resolve(kube, p.get("plan"))
@@ -248,12 +264,41 @@ def main() -> None:
             module.fail_json(msg=summary, **out)
         writer.update(lambda s: plan_status.complete_phase(s, INITIALIZE, writer.now(),
                                                            writer.generation))
+        if chain and not module.check_mode:
+            # ISODownload's image created by this call, as soon as the plan allows it
+            # (pipeline.start_chain; its own task then resumes the phase)
+            out["started"] = _start_chain(module, kube, writer, out, chain)
         out.update(changed=writer.changed, status="completed", proceed=True,
                    events=writer.recorder.emitted,
                    current_phase=writer.status.get("currentPhase"))
         module.exit_json(msg=summary, **out)
     except (ApiError, plan_writer.PlanError) as exc:
         module.fail_json(msg=f"Initialize: {exc}", **out)
+
+
+def _start_chain(module: Any, kube: Kube, writer: plan_writer.PlanWriter,
+                 out: dict[str, Any], chain: list[tuple[phases.Phase, dict[str, Any]]]
+                 ) -> list[dict[str, Any]]:
+    """The phases of ``then`` started after Initialize completed, as a phase module's call
+    starts them (pipeline.run_phase): one that fails fails the plan; an API error leaves the
+    plan in the phase it reached (its own task resumes it), marked degraded."""
+    try:
+        return pipeline.start_chain(kube, writer, module.params, chain, phase_table.TABLE)
+    except pipeline.PhaseFailed as exc:
+        writer.fail(str(exc))
+        out.update(changed=True, events=writer.recorder.emitted,
+                   current_phase=writer.status.get("currentPhase"))
+        module.fail_json(msg=str(exc), **out)
+    except (ApiError, plan_writer.PlanError) as exc:
+        try:
+            writer.degrade(str(exc))
+        except (ApiError, plan_writer.PlanError):
+            pass
+        out.update(changed=True, events=writer.recorder.emitted,
+                   current_phase=writer.status.get("currentPhase"))
+        module.fail_json(msg=f"Initialize: {exc} (the plan keeps its phase; re-run to resume)",
+                         **out)
+    raise AssertionError("unreachable")   # fail_json does not return
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import functools
 import gc
 import importlib
 import os
-import pkgutil
 import sys
 import traceback
 from typing import Any
@@ -41,20 +40,13 @@ from ansible.plugins.loader import filter_loader
 from ansible.utils.display import Display
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import module_factory
-from ansible_collections.harvester.upgrade.plugins.plugin_utils import bytecode
+from ansible_collections.harvester.upgrade.plugins.plugin_utils import bytecode, preload
 
 # loaded here, in ansible-playbook, so that every worker forked from it has them already
 # (the reason this runner saves time): the Kubernetes client and every module of the
-# collection with the module_utils it imports; a missing dependency shows when a module runs
-MODULES = "ansible_collections.harvester.upgrade.plugins.modules"
-
-
-# ... and what our module_utils import inside functions, on first use (else every worker
-# imports, and compiles, them again for each module call)
-LAZY = ("ansible_collections.kubernetes.core.plugins.module_utils.k8s.client",
-        "ansible_collections.kubernetes.core.plugins.module_utils.args_common",
-        "kubernetes.watch", "kubernetes.dynamic.exceptions", "concurrent.futures.thread",
-        "cryptography.x509")
+# collection with the module_utils it imports (preload.import_all); a missing dependency
+# shows when a module runs
+MODULES = preload.MODULES
 
 
 # the filter the phase tasks' then option calls: found and loaded here once, else every such
@@ -66,17 +58,10 @@ def _preload() -> None:
     # with cached bytecode (plugin_utils/bytecode.py: ansible-core's collection loader
     # compiles every file from source), here and in the workers' later imports
     bytecode.install()
-    for name in ("kubernetes.client", "kubernetes.dynamic", MODULES):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            return
-    for name in [f"{MODULES}.{info.name}"
-                 for info in pkgutil.iter_modules(sys.modules[MODULES].__path__)] + list(LAZY):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - that module reports it when it runs
-            continue
+    # the imports may have been started already, beside the run's first worker (preload.py)
+    preload.wait()
+    if not preload.import_all():
+        return
     for name in FILTERS:
         try:
             filter_loader.get(name)

@@ -37,8 +37,9 @@ def run(sim: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     lock_dir = tmp_path_factory.mktemp("lock")
 
     def call(phase: str, act: str, verify: str | None = None, check_mode: bool = False,
-             **params: Any) -> dict[str, Any]:
+             module: str | None = None, **params: Any) -> dict[str, Any]:
         spec = {"phase": phase, "act": act, "verify": verify, "check_mode": check_mode,
+                "module": module,
                 "params": {"kubeconfig": str(sim.kubeconfig), "timeout": 60,
                            "progress_interval": 30, "force": False, **params}}
         env = {**os.environ, "HARVESTER_UPGRADE_LOCK_DIR": str(lock_dir)}

@@ -11,7 +11,9 @@ state (its renewal thread, a signal handler, the request fence), as in a real mo
 ``act``/``verify`` name a phase action of one of the ``phase_*`` modules (``iso_download``,
 ``verify_iso``...) or one of the scripted behaviours in ``ACTS``/``VERIFIES`` below;
 ``"act": "module"`` runs the phase module's own body (``phase_table.run``, the ``then``
-option included).
+option included); ``"act": "in_process"`` runs the module ``"module"`` names
+(``plugins/modules/<module>.py``) as its action plugin does (``in_process.run``: its argument
+spec's validation and defaults).
 """
 
 from __future__ import annotations
@@ -135,6 +137,13 @@ def phase_entry(name: str) -> Any:
 
 
 def main(spec: dict[str, Any]) -> None:
+    if spec["act"] == "in_process":   # a module of plugins/modules, as the action runs it
+        from ansible_collections.harvester.upgrade.plugins.plugin_utils import in_process
+        res = in_process.run(f"harvester.upgrade.{spec['module']}", spec["params"],
+                             bool(spec.get("check_mode")))
+        print(json.dumps({"exit": "fail_json" if res.get("failed") else "exit_json", **res},
+                         default=str))
+        return
     if spec["act"] == "module":   # the phase module's own body (plugins/modules/<phase>.py)
         phase_table.run(Module(spec["params"], bool(spec.get("check_mode"))), spec["phase"])
         raise AssertionError("phase_table.run returned without exit_json or fail_json")

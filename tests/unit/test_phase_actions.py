@@ -173,3 +173,40 @@ def test_then_is_checked_before_anything_changes_and_ignored_in_check_mode(
     assert res["status"] == "completed" and "started" not in res, res
     assert get_plan(sim, name)["status"]["currentPhase"] == "Initialized"
     assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is None
+
+
+# the other tests' plans stay in progress on the module's cluster
+OTHERS = ["no_concurrent_upgrade"]
+
+
+def test_initialize_completed_by_preflight_starts_iso_download(
+        run: Run, new_plan: NewPlan, sim: Any) -> None:
+    """The preflight call that completes Initialize enters ISODownload and creates its image
+    (then); the ISODownload call resumes it. A bad then changes nothing; check mode and a
+    plan past Initialize start nothing."""
+    name = new_plan("Initializing", restoreVM=True)   # the scenario's pinned VMs pass
+    res = run("Initialize", "in_process", module="preflight", plan=name, skip_checks=OTHERS,
+              then=[{"phase": "repo_create"}])
+    assert res["exit"] == "fail_json" and "repo_create does not follow preflight" in res["msg"]
+    assert get_plan(sim, name)["status"]["currentPhase"] == "Initializing"
+    res = run("Initialize", "in_process", module="preflight", plan=name, skip_checks=OTHERS,
+              check_mode=True, then=[{"phase": "iso_download"}])
+    assert "started" not in res, res
+    assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is None
+
+    res = run("Initialize", "in_process", module="preflight", plan=name, skip_checks=OTHERS,
+              then=[{"phase": "iso_download"}, {"phase": "repo_create"}])
+    assert res["exit"] == "exit_json" and res["status"] == "completed", (res["msg"], res)
+    assert [(s["phase"], s["status"]) for s in res["started"]] == [("ISODownload", "started")]
+    status = get_plan(sim, name)["status"]
+    assert status["currentPhase"] == "ISODownloading", status
+    assert status["isoImageID"] == f"{name}-iso", status
+    assert sim.world.client.try_get(*VM_IMAGE, f"{name}-iso", NS) is not None
+
+    # the same run's ISODownload task resumes the phase it finds active
+    res = run("ISODownload", "module", plan=name)
+    assert res["exit"] == "exit_json" and res["status"] == "completed", res
+    # a later pre-flight (Initialize done) re-checks and starts nothing
+    res = run("Initialize", "in_process", module="preflight", plan=name, skip_checks=OTHERS,
+              then=[{"phase": "iso_download"}])
+    assert res["status"] == "verified" and "started" not in res, res
