@@ -204,11 +204,14 @@ def run_upgrade(scenario: str, speed: float, out_dir: Path,
                                     stderr=subprocess.STDOUT)
             sampler = _Sampler(proc.pid, sim.pid)
             sampler.start()
+            # a blocking wait, the deadline kept by a timer: Popen.wait(timeout=) polls with
+            # sleeps of up to 50 ms, which the wall time would count after the exit
+            deadline = threading.Timer(timeout_s, proc.kill)
+            deadline.start()
             try:
-                run.rc = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
                 run.rc = proc.wait()
+            finally:
+                deadline.cancel()
             run.wall_s = time.monotonic() - t1
             sampler._sample()  # noqa: SLF001 - the last sample after the exit
             sampler.stop()
