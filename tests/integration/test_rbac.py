@@ -206,8 +206,9 @@ def _without(docs: list[dict[str, Any]], kind: str, namespace: str | None, group
 
 def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
         simulator: Any, playbook: Any) -> None:
-    """No ``create`` on VirtualMachineImages: ISODownload fails, naming resource and verb, and
-    the plan records why; no later phase runs."""
+    """No ``create`` on VirtualMachineImages: ISODownload fails (started by the pre-flight
+    task's call), naming the phase, resource and verb, and the plan records why; no later
+    phase runs."""
     sim = simulator("three-node", speed=SPEED)
     _apply(sim, _without(_docs(), "Role", "harvester-system", "harvesterhci.io",
                          "virtualmachineimages", "create"))
@@ -220,7 +221,10 @@ def test_missing_rule_gives_a_clear_403_from_the_step_that_needs_it(
               'namespace "harvester-system"')
     assert needle in out, res
     failed_task = [ln for ln in out.splitlines() if ln.startswith("TASK [")]
-    assert failed_task and "iso_download" in failed_task[-1], failed_task[-3:]
+    # the pre-flight task's call starts ISODownload once Initialize is done (the phase
+    # chain): the create is that call's, and its error names the phase it was starting
+    assert failed_task and "preflight" in failed_task[-1], failed_task[-3:]
+    assert "ISODownload, started after it: " in out, res
     assert "repo_create" not in "".join(failed_task)
     plans = sim.world.client.try_list(PLAN_API, "UpgradePlan")
     assert len(plans) == 1
