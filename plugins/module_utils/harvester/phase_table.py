@@ -43,21 +43,28 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
     entry with ``head_start_wait``, ``head_start_finish`` and ``play``): then the first
     node's head start too (node_head_start.enter_with_head_start, as node_gate's), both
     through a :class:`cycle_kube.CycleKube` on the call's connection whose informers serve
-    their reads as they would node_gate's (cycle_kube.informed_beside): those of the sets
-    the entry reads start with its reads, the others once the phase is entered (their lists
-    would delay Rancher's upgrade); node_gate ``step=enter`` then finds the head start done
-    in the plan's node states and returns at once. A run stopped in between: node_gate's
-    head start does what is left, as on any resume."""
+    their reads as they would node_gate's (cycle_kube.informed_beside): all of them are
+    listed side by side with the entry's own reads (a multi-node cluster, by the plan's
+    ``singleNode``), and the first node's VMIs and the KubeVirt CR are read ahead
+    (node_head_start.prepare), so that the head start, once Rancher asks for the first node,
+    reads nothing before its first migrations (their lists delay Rancher's upgrade by a
+    little more than they gain after it: docs/node-upgrade.md "Head start"). The entry's
+    record of Rancher's upgrade goes with the head start's first write, its Events after
+    the first migrations (node_head_start.enter_with_head_start). node_gate ``step=enter``
+    then finds the head start done in the plan's node states and returns at once. A run
+    stopped in between: node_gate's head start does what is left, as on any resume."""
     p = ctx.params
     if not p.get("head_start"):
         res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
         ctx.actions.extend(res.get("settings") or [])
         return pipeline.Step("pending", _NODES_GO_ON)
     with cycle_kube.informed_beside(ctx.kube, ctx.writer) as kube:
+        if not ctx.writer.status.get("singleNode"):   # (Initialize recorded it)
+            kube.prefetch(wait=False)
+            node_head_start.prepare(kube, ctx.writer, "", list(p.get("play") or []))
         res = node_head_start.enter_with_head_start(
             kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
-            float(p["head_start_finish"]), entered=lambda: kube.prefetch(wait=False),
-            fresh=True, light=True)
+            float(p["head_start_finish"]), fresh=True, light=True, hold_record=True)
     ctx.actions.extend(res.get("settings") or [])
     facts: dict[str, Any] = {}
     if "head_start" in res:
