@@ -107,9 +107,9 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
                shutdown_timeout: float = 600, finish: float = 0,
                started: Callable[[], Any] | None = None) -> dict[str, Any]:
     """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
-    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
-    ``PreDraining``, ask its non-migratable VMs to stop, create its planned migrations — and
-    return without waiting. That node's own cycle then adopts what was started (its
+    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — create
+    its planned migrations, then mark it ``PreDraining`` and ask its non-migratable VMs to
+    stop — and return without waiting. That node's own cycle then adopts what was started (its
     evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
     by an action within the watch latency instead of after the play's hand-over to the next
     host. Nothing is started for a paused node, a node the gate would refuse, a node
