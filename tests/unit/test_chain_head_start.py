@@ -142,14 +142,15 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
                         lambda kube, writer, node, play: calls.append(f"prepare {node!r}"))
 
     def enter(kube: Any, writer: Any, **kw: Any) -> dict[str, Any]:
-        # the informers of the head start's reads are listed beside the entry (Rancher's
-        # upgrade), through the cycle's client (its writes seen by the informers); its
-        # record of Rancher's upgrade is held for the head start's first write, its Events
-        # for after the first migrations
+        # the entry (Rancher's upgrade) first, through the cycle's client (its writes seen
+        # by the informers), before the informers of the head start's reads are started
+        # (the first node's own reads prepared before it); its record of Rancher's upgrade
+        # is held for the head start's first write, its Events for after the first
+        # migrations
         assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
         assert kube.dyn is plain.dyn
         assert kw == {"fresh": True, "light": True, "hold_record": True}
-        assert calls == ["prefetch", "prepare ''"] and writer.holding
+        assert calls == ["prepare ''"] and writer.holding
         calls.append("enter")
         writer.plan["status"]["currentPhase"] = "NodeUpgrading"
         return {"changed": True, "phase": "NodeUpgrading", "settings": ["held x"],
@@ -158,7 +159,7 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
     def first(kube: Any, writer: Any, play: list[str], wait: float, finish: float,
               started: Any = None) -> dict[str, Any]:
         assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
-        assert calls == ["prefetch", "prepare ''", "enter"] and writer.holding
+        assert calls == ["prepare ''", "enter", "prefetch"] and writer.holding
         assert (play, wait, finish) == (["node-1", "node-2"], 7.0, 30.0)
         calls.append("head start")
         started()   # its first migrations asked for: the held Events go
@@ -172,7 +173,7 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
     flushed = w.flushed
     started = pipeline.start_chain(plain, w, {"timeout": 60}, [(phase, opts)],
                                    phase_table.TABLE)
-    assert calls == ["prefetch", "prepare ''", "enter", "head start", "close"]
+    assert calls == ["prepare ''", "enter", "prefetch", "head start", "close"]
     assert w.flushed > flushed and not w.holding   # the held record written at the latest
     assert w.kube is plain   # writes through the call's client again
     [entry] = started

@@ -397,19 +397,25 @@ def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: floa
 
 
 def enter_with_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
-                          finish: float = 0, **enter: Any) -> dict[str, Any]:
+                          finish: float = 0, *, entered: Callable[[], Any] | None = None,
+                          **enter: Any) -> dict[str, Any]:
     """NodeUpgrade entered (:func:`node_phase.enter_phase` with ``enter``), then, the plan in
     NodeUpgrading on a cluster of more than one node, :func:`first_head_start` for the node
     play's hosts ``play`` (empty: every managed node, in Rancher's order) as ``head_start``:
     for node_gate ``step=enter`` and for ClusterUpgrade's call entering NodeUpgrade
-    (``then``, phase_table), whichever of the two the playbook lets do it first. The
-    entry's Events wait for the first node's first migrations (``PlanWriter.hold_events``),
-    and so does a record it held (``hold_record``), which is written at the latest when
-    this returns."""
+    (``then``, phase_table), whichever of the two the playbook lets do it first.
+    ``entered``: called between the two (ClusterUpgrade's call starts the informers of the
+    head start's reads there: listed beside the entry's writes they delay Rancher's upgrade
+    as much as they gain after it, while after the entry they overlap Rancher's own start).
+    The entry's Events wait for the first node's first migrations
+    (``PlanWriter.hold_events``), and so does a record it held (``hold_record``), which is
+    written at the latest when this returns."""
     writer.hold_events()
     try:
         res = enter_phase(kube, writer, **enter)
         if res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
+            if entered is not None:
+                entered()
             res["head_start"] = first_head_start(
                 kube, writer, list(play or res.get("order") or []), wait, finish,
                 started=writer.send_events)

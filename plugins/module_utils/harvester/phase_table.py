@@ -43,12 +43,11 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
     entry with ``head_start_wait``, ``head_start_finish`` and ``play``): then the first
     node's head start too (node_head_start.enter_with_head_start, as node_gate's), both
     through a :class:`cycle_kube.CycleKube` on the call's connection whose informers serve
-    their reads as they would node_gate's (cycle_kube.informed_beside): all of them are
-    listed side by side with the entry's own reads (a multi-node cluster, by the plan's
-    ``singleNode``), and the first node's VMIs and the KubeVirt CR are read ahead
-    (node_head_start.prepare), so that the head start, once Rancher asks for the first node,
-    reads nothing before its first migrations (their lists delay Rancher's upgrade by a
-    little more than they gain after it: docs/node-upgrade.md "Head start"). The entry's
+    their reads as they would node_gate's (cycle_kube.informed_beside): those of the sets
+    the entry reads start with its reads, and with them (a multi-node cluster, by the
+    plan's ``singleNode``) the first node's VMIs and the KubeVirt CR are read ahead
+    (node_head_start.prepare); the others once the phase is entered (listed beside the
+    entry, they would delay Rancher's upgrade as much as they gain after it). The entry's
     record of Rancher's upgrade goes with the head start's first write, its Events after
     the first migrations (node_head_start.enter_with_head_start). node_gate ``step=enter``
     then finds the head start done in the plan's node states and returns at once. A run
@@ -60,11 +59,12 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
         return pipeline.Step("pending", _NODES_GO_ON)
     with cycle_kube.informed_beside(ctx.kube, ctx.writer) as kube:
         if not ctx.writer.status.get("singleNode"):   # (Initialize recorded it)
-            kube.prefetch(wait=False)
+            # its facts are the entry's own first reads (nodes, machines, Secrets)
             node_head_start.prepare(kube, ctx.writer, "", list(p.get("play") or []))
         res = node_head_start.enter_with_head_start(
             kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
-            float(p["head_start_finish"]), fresh=True, light=True, hold_record=True)
+            float(p["head_start_finish"]), entered=lambda: kube.prefetch(wait=False),
+            fresh=True, light=True, hold_record=True)
     ctx.actions.extend(res.get("settings") or [])
     facts: dict[str, Any] = {}
     if "head_start" in res:
