@@ -45,6 +45,16 @@ class Writer:
         self.flushed += 1
         return False
 
+    holding = False
+    sent = 0
+
+    def hold_events(self) -> None:
+        self.holding = True
+
+    def send_events(self) -> None:
+        self.holding = False
+        self.sent += 1
+
 
 class NoReads:
     """A client that must not be used."""
@@ -128,33 +138,43 @@ def test_cluster_upgrades_call_enters_node_upgrade_then_head_starts_through_info
     monkeypatch.setattr(cycle_kube.CycleKube, "prefetch",
                         lambda self, wait=True, scoped=(): calls.append("prefetch"))
     monkeypatch.setattr(cycle_kube.CycleKube, "close", lambda self: calls.append("close"))
+    monkeypatch.setattr(node_head_start, "prepare",
+                        lambda kube, writer, node, play: calls.append(f"prepare {node!r}"))
 
     def enter(kube: Any, writer: Any, **kw: Any) -> dict[str, Any]:
         # the entry (Rancher's upgrade) first, through the cycle's client (its writes seen
         # by the informers), before the informers of the head start's reads are started
+        # (the first node's own reads prepared before it); its record of Rancher's upgrade
+        # is held for the head start's first write, its Events for after the first
+        # migrations
         assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
-        assert kube.dyn is plain.dyn and kw == {"fresh": True, "light": True}
-        assert calls == []
+        assert kube.dyn is plain.dyn
+        assert kw == {"fresh": True, "light": True, "hold_record": True}
+        assert calls == ["prepare ''"] and writer.holding
         calls.append("enter")
         writer.plan["status"]["currentPhase"] = "NodeUpgrading"
         return {"changed": True, "phase": "NodeUpgrading", "settings": ["held x"],
                 "order": ["node-1", "node-2"], "single_node": False}
 
-    def first(kube: Any, writer: Any, play: list[str], wait: float, finish: float
-              ) -> dict[str, Any]:
+    def first(kube: Any, writer: Any, play: list[str], wait: float, finish: float,
+              started: Any = None) -> dict[str, Any]:
         assert isinstance(kube, cycle_kube.CycleKube) and writer.kube is kube
-        assert calls == ["enter", "prefetch"]
+        assert calls == ["prepare ''", "enter", "prefetch"] and writer.holding
         assert (play, wait, finish) == (["node-1", "node-2"], 7.0, 30.0)
         calls.append("head start")
+        started()   # its first migrations asked for: the held Events go
+        assert not writer.holding
         return {"changed": True, "next": "node-1", "why": "", "started": ["m1"],
                 "stopping": [], "answered": True, "migrated": ["vm1"], "job": "j1"}
 
     monkeypatch.setattr(node_head_start, "enter_phase", enter)
     monkeypatch.setattr(node_head_start, "first_head_start", first)
     [(phase, opts)] = chain(head_start=True, head_start_wait=7, head_start_finish=30)
+    flushed = w.flushed
     started = pipeline.start_chain(plain, w, {"timeout": 60}, [(phase, opts)],
                                    phase_table.TABLE)
-    assert calls == ["enter", "prefetch", "head start", "close"]
+    assert calls == ["prepare ''", "enter", "prefetch", "head start", "close"]
+    assert w.flushed > flushed and not w.holding   # the held record written at the latest
     assert w.kube is plain   # writes through the call's client again
     [entry] = started
     assert entry["phase"] == "NodeUpgrade" and entry["status"] == "started"
@@ -181,6 +201,7 @@ def test_without_head_start_the_entry_alone(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_single_node_cluster_gets_no_head_start(monkeypatch: pytest.MonkeyPatch) -> None:
     plain = NoReads()
     w = Writer(plain, plan("ClusterUpgraded"))
+    w.plan["status"]["singleNode"] = "a"   # as Initialize records it
     monkeypatch.setattr(node_head_start, "enter_phase", lambda *_a, **_kw: {
         "changed": True, "phase": "NodeUpgrading", "settings": [], "order": ["a"],
         "single_node": True})

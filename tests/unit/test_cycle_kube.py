@@ -166,3 +166,35 @@ def test_without_informing_a_read_of_an_informed_set_is_a_list_and_starts_no_inf
     kube.list_with_rv(*VMI)
     kube.list_with_rv("v1", "Node")
     assert len(dyn.calls) == 2 and kube._informers == {} and kube._starting == {}
+
+
+def test_a_stable_object_read_ahead_or_written_is_not_read_again() -> None:
+    """The KubeVirt CR read ahead by the head start's preparation (also while another thread
+    waits, when a plain get would not remember it) and Rancher's cluster as the entry has
+    just patched it answer the head start's reads; other kinds are not read ahead."""
+    reads: list[str] = []
+
+    class GetRes:
+        def get(self, **kw: Any) -> Response:
+            reads.append(kw.get("name") or "")
+            return Response({"apiVersion": "x/v1", "kind": "Any",
+                             "metadata": {"name": kw.get("name"), "namespace": "ns"}})
+
+        def patch(self, **kw: Any) -> Response:
+            return Response({"apiVersion": "provisioning.cattle.io/v1", "kind": "Cluster",
+                             "metadata": {"name": kw["name"], "namespace": "fleet-local",
+                                          "resourceVersion": "7"},
+                             "spec": {"patched": True}})
+
+    kube = cycle_kube.CycleKube(dyn_of(GetRes()))
+    kube._waiting = 1                  # another thread waits (the node's reboot)
+    kube.warm("kubevirt.io/v1", "KubeVirt", "kubevirt", "harvester-system")
+    kube.warm("kubevirt.io/v1", "KubeVirt", "kubevirt", "harvester-system")   # once
+    kube.warm("batch/v1", "Job", "j", "ns")    # not a stable object: left to its step
+    kube._waiting = 0
+    kube.begin_step("restore")
+    assert kube.get("kubevirt.io/v1", "KubeVirt", "kubevirt", "harvester-system")
+    assert reads == ["kubevirt"]
+    kube.patch("provisioning.cattle.io/v1", "Cluster", "local", {"spec": {}}, "fleet-local")
+    got = kube.get("provisioning.cattle.io/v1", "Cluster", "local", "fleet-local")
+    assert got["spec"] == {"patched": True} and reads == ["kubevirt"]

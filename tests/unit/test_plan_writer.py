@@ -313,3 +313,34 @@ def test_find_plan_says_why_there_is_nothing_to_work_on() -> None:
     with pytest.raises(errors.NodeLoopError, match="broken failed in NodeUpgrading") as exc:
         plan_writer.find_plan(Plans([failed]), None)
     assert not isinstance(exc.value, plan_writer.NoActivePlan)
+
+
+def test_held_events_wait_for_send_and_keep_their_order() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.hold_events()
+    assert writer.set_node_state("n1", "PostDrained")   # the write itself is not held
+    writer.event("DrainHookAnswered", "Node n1: answered")
+    assert kube.plan["status"]["nodeUpgradeStatuses"]["n1"]["state"] == "PostDrained"
+    assert kube.events == []
+    assert [e["reason"] for e in writer.events] == ["NodePostDrained", "DrainHookAnswered"]
+    writer.send_events()
+    assert [e["reason"] for e in kube.events] == ["NodePostDrained", "DrainHookAnswered"]
+    writer.event("After", "sent at once again")
+    assert kube.events[-1]["reason"] == "After"
+    writer.send_events()   # nothing held: nothing sent twice
+    assert len(kube.events) == 3
+
+
+def test_a_warning_sends_what_was_held_and_itself_at_once() -> None:
+    kube = FakeKube(new_plan())
+    writer = PlanWriter(kube, new_plan())  # type: ignore[arg-type]
+    writer.hold_events()
+    writer.event("DrainHookAnswered", "Node n1: answered")
+    writer.event("Broken", "it broke", warning=True)
+    assert [(e["reason"], e["type"]) for e in kube.events] == [
+        ("DrainHookAnswered", "Normal"), ("Broken", "Warning")]
+    writer.event("Later", "still held")
+    assert len(kube.events) == 2
+    writer.send_events()
+    assert kube.events[-1]["reason"] == "Later"

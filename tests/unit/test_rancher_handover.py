@@ -56,6 +56,11 @@ class Writer:
         mutate(self.plan["status"])
         return True
 
+    held: list[Any] = []
+
+    def hold(self, mutate: Any) -> None:
+        self.held = [*self.held, mutate]
+
 
 def cluster(generation: int = 3, version: str = "v1.32.4+rke2r1") -> dict[str, Any]:
     return {"spec": {"kubernetesVersion": version,
@@ -70,6 +75,16 @@ def test_one_patch_with_version_generation_and_strategy() -> None:
         "provisionGeneration": 4, "upgradeStrategy": manifests.upgrade_strategy()}}}]
     assert writer.plan["status"]["provisionGeneration"] == 4
     assert [r for r, _ in writer.events] == ["KubernetesUpgradeStarted"]
+
+
+def test_the_record_can_wait_for_the_writers_next_write() -> None:
+    # the first node's head start: Rancher patched now, recorded after its first migrations
+    kube, writer = Kube(cluster()), Writer()
+    out = node_phase.start_rancher_upgrade(kube, writer, hold=True)
+    assert out["provisionGeneration"] == 4 and len(kube.patches) == 1
+    assert "provisionGeneration" not in writer.plan["status"] and len(writer.held) == 1
+    writer.held[0](writer.plan["status"])
+    assert writer.plan["status"]["provisionGeneration"] == 4
 
 
 def test_recorded_generation_means_no_second_patch() -> None:

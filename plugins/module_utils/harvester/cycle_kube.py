@@ -216,19 +216,21 @@ class CycleKube(Kube):
             self.stats["informed"] += 1
         return snap
 
-    def prefetch(self, wait: bool = True, scoped: Iterable[Key] = ()) -> None:
+    def prefetch(self, wait: bool = True, scoped: Iterable[Key] = (),
+                 informed: bool = True) -> None:
         """Start every informer of :data:`INFORMED` (and the ``scoped`` ones, e.g. the VMIs
         of the node: ``(*c.VMI, None, "kubevirt.io/nodeName=<node>")``) at once, their
         initial lists side by side (the server and this process work in parallel); a set
         that is not served is left to its first read. ``wait=False`` returns at once: a
-        read of a set still being listed waits for that list instead of listing again."""
+        read of a set still being listed waits for that list instead of listing again.
+        ``informed=False``: the ``scoped`` ones only."""
         def start(key: Key) -> None:
             try:
                 self._informer(key)
             except Exception:  # noqa: BLE001 - the first real read raises it
                 pass
         keys = []
-        wanted: list[Key] = [(*k, None) for k in sorted(INFORMED, key=str)]
+        wanted: list[Key] = [(*k, None) for k in sorted(INFORMED, key=str)] if informed else []
         wanted += [k for k in scoped if k[:3] in SCOPED and k[3] and label_filter(k[3])]
         for key in wanted:   # discovery first, in this thread
             try:
@@ -286,6 +288,23 @@ class CycleKube(Kube):
             self._gets = {k: v for k, v in self._gets.items() if k[:2] not in kinds}
             if c.VMI in kinds:
                 self._sticky_vmis = None
+
+    def warm(self, api_version: str, kind: str, name: str, namespace: str | None = None
+             ) -> None:
+        """Read a :data:`STABLE_GETS` object ahead (from any thread, also while another
+        thread waits, when :meth:`get` would not remember it), for the step that reads it
+        later to find it in memory; a read that fails is left to that step."""
+        key = (api_version, kind, name, namespace)
+        with self._lock:
+            if (api_version, kind) not in STABLE_GETS or key in self._gets:
+                return
+        try:
+            obj = Kube.get(self, api_version, kind, name, namespace)
+        except Exception:  # noqa: BLE001 - the step's own read raises it
+            return
+        with self._lock:
+            self.stats["gets"] += 1
+            self._gets.setdefault(key, obj)
 
     def _cacheable_get(self, api_version: str, kind: str) -> bool:
         return (api_version, kind) in STABLE_GETS or (api_version, kind) in \
@@ -375,6 +394,12 @@ class CycleKube(Kube):
                     if key[3] and (sel is None or not sel(obj or {})):
                         continue
                     self._need[key] = max(self._need.get(key, -1), rv)
+        if obj and (api_version, kind) in STABLE_GETS and meta.get("name"):
+            # the object as written: what a read of it would return now (the Rancher
+            # cluster, patched to start its upgrade, is read next for its hook names)
+            with self._lock:
+                self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
+                    copy.deepcopy(obj)
         if obj and (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND) and \
                 not self._waiting:
             with self._lock:

@@ -91,6 +91,24 @@ class Cycle:
     steps: list[dict[str, Any]] = field(default_factory=list)
     changed: bool = False
     t0: float = field(default_factory=time.monotonic)
+    # writes put off from the node's return to the next node's first migrations
+    # (:func:`_os_upgrade`): run by :meth:`settle`
+    later: list[Callable[[], Any]] = field(default_factory=list)
+    holding: bool = False   # the writer holds its Events (:meth:`hold`)
+
+    def hold(self, writer: PlanWriter) -> None:
+        """From now on the writer's Events wait for :meth:`settle`."""
+        self.holding = True
+        writer.hold_events()
+
+    def settle(self, writer: PlanWriter) -> None:
+        """The writes put off since the node came back, then the Events held since."""
+        later, self.later = self.later, []
+        for fn in later:
+            fn()
+        if self.holding:
+            self.holding = False
+            writer.send_events()
 
     def run(self, name: str, kube: CycleKube, fn: Callable[[], dict[str, Any]],
             describe: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
@@ -171,11 +189,19 @@ def run_cycle(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle) -> d
         result["evacuation"] = ev.get("plan")
         result["pod_evictions"] = ev.get("pod_evictions") or {}
         return result
-    for step in order.path(p.single_node):
-        if step.resume_skip and result["passed"]:
-            cycle.skip(step.name, "node already past pre-drain")
-            continue
-        RUNNERS[step.name](kube, writer, p, cycle, result, step)
+    try:
+        for step in order.path(p.single_node):
+            if step.resume_skip and result["passed"]:
+                cycle.skip(step.name, "node already past pre-drain")
+                continue
+            RUNNERS[step.name](kube, writer, p, cycle, result, step)
+    except Exception:
+        try:   # what was put off still goes out; the step's own error is the one raised
+            cycle.settle(writer)
+        except Exception:  # noqa: BLE001 - see above
+            pass
+        raise
+    cycle.settle(writer)
     return result
 
 
@@ -255,9 +281,21 @@ def _await_post_drain(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cyc
 
 def _os_upgrade(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
                 result: dict[str, Any], step: order.Step) -> bool:
+    """The OS upgrade Job and the reboot. Head start ahead (:func:`_heads_start`): while the
+    node reboots, the next node's reads are prepared (node_head_start.prepare); once it is
+    back, its done state is written without an Event and the Events and the pending-OS
+    annotation's removal wait (:attr:`Cycle.later`) until the next node's first migrations
+    were asked for: between the node's return and them only the done state, the post-drain
+    answer and the head start's reads (docs/node-upgrade.md "Head start")."""
+    ahead = _heads_start(p) and not kube.check_mode
+    if ahead:
+        restore = p.restore if p.restore is not None else bool(writer.spec.get("restoreVM"))
+        node_head_start.prepare(kube, writer, p.node, p.play,
+                                restore=restore and bool(result.get("shutdown")))
     cycle.run(step.name, kube, lambda: node_job.run_node_job(
         kube, writer, p.node, str(step.args["type"]), job_timeout=p.job_timeout,
-        node_timeout=p.node_timeout),
+        node_timeout=p.node_timeout, on_back=(lambda: cycle.hold(writer)) if ahead else None,
+        later=cycle.later if ahead else None),
         lambda r: f"job {r['job']}, node back on the new OS" if r.get("changed")
         else "already upgraded")
     return False
@@ -283,14 +321,20 @@ def _restore(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
              result: dict[str, Any], step: order.Step) -> bool:
     """Multi-node, head start on, one node per batch: the restore runs around the next
     node's head start (:func:`_restore_around_head_start`); otherwise on its own."""
-    if not p.single_node and p.head_start and p.play and p.target_aware and \
-            len(p.batch or [p.node]) <= 1:
+    if _heads_start(p):
         _restore_around_head_start(kube, writer, p, cycle, result)
         return False
+    cycle.settle(writer)
     res = cycle.run(step.name, kube, lambda: _restored(p, node_restore.restore_vms(
         kube, writer, p.node, timeout=p.restore_timeout, force=p.restore)), _restore_text)
     result["restored"], result["failed"] = res["restored"], res["failed"]
     return False
+
+
+def _heads_start(p: Params) -> bool:
+    """The node's restore runs around the next node's head start (:func:`_restore`)."""
+    return bool(not p.single_node and p.head_start and p.play and p.target_aware
+                and len(p.batch or [p.node]) <= 1)
 
 
 RUNNERS: dict[str, Runner] = {
@@ -338,6 +382,7 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
                       if last else "")
                    if r["starting"] else _restore_text(r)))
     if last:
+        cycle.settle(writer)
         cycle.skip("head start", "no other node of the play is left to upgrade")
         result["restoring"] = started["starting"]
         result["restored"], result["failed"] = started["restored"], started["failed"]
@@ -349,6 +394,7 @@ def _restore_around_head_start(kube: CycleKube, writer: PlanWriter, p: Params, c
     else:
         cycle.skip("head start", "restored VMs not scheduled yet; the next node's own cycle "
                                  "evacuates it")
+    cycle.settle(writer)   # (done already when the head start started migrations)
     res = cycle.run("restore", kube, lambda: _restored(p, node_restore.await_restores(
         kube, writer, node, started, timeout=p.restore_timeout)), _restore_text)
     result["restored"], result["failed"] = res["restored"], res["failed"]
@@ -383,7 +429,8 @@ def _head_start(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     try:
         res = cycle.run("head start", kube, lambda: node_head_start.head_start(
             kube, writer, p.node, p.play, wait=p.head_start_wait,
-            shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish),
+            shutdown_timeout=p.shutdown_timeout, finish=p.head_start_finish,
+            started=lambda: cycle.settle(writer)),
             node_head_start.head_start_text)
     except Exception as exc:  # noqa: BLE001 - the next node's cycle does the work itself
         cycle.steps[-1]["status"] = "skipped"

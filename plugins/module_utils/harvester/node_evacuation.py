@@ -5,6 +5,7 @@ on, and the whole roll's plan for ``--check`` (:func:`node_plan`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -66,7 +67,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
              concurrency: int = 2, retries: int = 2, migration_timeout: float = 900,
              timeout: float = 3600, volume_timeout: float = 1800, pdb_timeout: float = 1800,
              shutdown_all: bool = False, shutdown_timeout: float = 600,
-             start_only: bool = False, feed: float = 0) -> dict[str, Any]:
+             start_only: bool = False, feed: float = 0,
+             then: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Empty ``node`` of running VMs: shut down (and record) the non-migratable ones, taint the
     node, live-migrate the rest to upgraded nodes where possible. Idempotent.
 
@@ -77,7 +79,9 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``).
     With Harvester's migrate action only what KubeVirt runs at once may be started; ``feed``
     > 0 then keeps starting the rest as lanes free, for up to that many seconds
-    (:func:`migrate_all` ``feed``)."""
+    (:func:`migrate_all` ``feed``). The first migrations are asked for before anything else
+    is written (:func:`_start_evacuation`): ``then`` (the head start's state write), the pod
+    evictions, the plan's Event and the stops follow them."""
     plan = writer.refresh()
     facts = cluster_facts(kube, plan, light=True)
     fact = fact_for(facts, node)
@@ -123,21 +127,19 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
         result["waited_for_nodes"] = ready.get("waited", False)
         result["waited_for_volumes"] = vol.get("waited", False)
         result["waited_for_pdbs"] = pdb.get("waited", False)
+    if start_only:
+        return _start_evacuation(kube, writer, node, p, nodes, result,
+                                 shutdown_timeout=shutdown_timeout, mechanism=mechanism,
+                                 feed=feed, then=then,
+                                 evictions=lambda: _evictions(kube, node, fact))
     # Rancher has cordoned the node (it sets the pre-drain after the cordon): the pods a
     # PodDisruptionBudget would make its drain wait for are evicted now, beside the
-    # migrations (node_pod_eviction); the head start too, the node it starts being cordoned
+    # migrations (node_pod_eviction); the head start too (after its first migrations), the
+    # node it starts being cordoned
     first = _evictions(kube, node, fact) if not shutdown_all else None
     early = first.line() if first else ""
     if p.migrate or p.shutdown or early:
         plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""), early)
-    if start_only:
-        out = _start_evacuation(kube, writer, node, p, nodes, result,
-                                shutdown_timeout=shutdown_timeout, mechanism=mechanism,
-                                feed=feed)
-        if first is not None:
-            out["pod_evictions"] = first.result()
-            out["changed"] |= bool(out["pod_evictions"]["evicted"])
-        return out
     # 1. shut down (recorded) what cannot move
     if p.shutdown:
         res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result)
@@ -241,15 +243,52 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
                       nodes: list[ev.NodeView], result: dict[str, Any], *,
                       shutdown_timeout: float,
                       mechanism: dict[str, Any] | None = None,
-                      feed: float = 0) -> dict[str, Any]:
-    """``evacuate(start_only=True)``: the stops asked and its planned migrations created."""
-    if p.shutdown:
-        res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result, wait=False)
-        result["changed"] |= bool(res["stopped"])
-        if res["failed"]:
-            return {**result, "deferred": "; ".join(res["failed"])}
+                      feed: float = 0, then: Callable[[], Any] | None = None,
+                      evictions: Callable[[], pe.Round] | None = None) -> dict[str, Any]:
+    """``evacuate(start_only=True)``: its planned migrations created and the stops asked.
+
+    The first migrations go first; right after them (:func:`migrate_all` ``started``)
+    ``then`` runs, the round of pod evictions ``evictions`` starts, the plan's Event is sent
+    and the non-migratable VMs are asked to stop (each one's record written before its
+    stop). None of these is needed before a migration starts: the eviction round and the
+    PDB check before it leave the VMs' launcher pods alone, and a stop frees nothing the
+    plan counts on; each would add a request the first migration waits for."""
+    how = (mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR)
+    after: dict[str, Any] = {}
+
+    def rest() -> None:
+        if after:
+            return
+        after["round"] = None
+        if then is not None:
+            then()
+        rnd = after["round"] = evictions() if evictions is not None else None
+        early = rnd.line() if rnd is not None else ""
+        if p.migrate or p.shutdown or early:
+            plan_event(writer, node, p, (mechanism or {}).get("mechanism", ""), early)
+        if p.shutdown:
+            res = _shut_down(kube, writer, node, p.shutdown, shutdown_timeout, result,
+                             wait=False)
+            result["changed"] |= bool(res["stopped"])
+            if res["failed"]:
+                after["deferred"] = "; ".join(res["failed"])
+
+    out = _start_migrations(kube, writer, node, p, nodes, result, how, feed, rest)
+    rest()   # nothing was migrated: the rest now
+    if after["round"] is not None:
+        out["pod_evictions"] = after["round"].result()
+        out["changed"] |= bool(out["pod_evictions"]["evicted"])
+    if after.get("deferred"):
+        out["deferred"] = after["deferred"]
+    return out
+
+
+def _start_migrations(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
+                      nodes: list[ev.NodeView], result: dict[str, Any], how: str,
+                      feed: float, started: Callable[[], None]) -> dict[str, Any]:
+    """The migrations of :func:`_start_evacuation`; ``started`` is called once the first
+    ones were asked for."""
     if p.migrate:   # all of them: KubeVirt queues them by its own limits (per node, cluster)
-        how = (mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR)
         # Harvester's action pins a migration that waits in KubeVirt's queue only loosely
         # (v1.6.x drops the VM's pin as soon as the migration is seen): start only what
         # KubeVirt runs at once from one node (parallelOutboundMigrationsPerNode, 2)
@@ -259,12 +298,12 @@ def _start_evacuation(kube: Kube, writer: PlanWriter, node: str, p: ev.Evacuatio
             # leaves, are the node's own cycle's: no retry, no abort here)
             migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
                         concurrency=limit, retries=0, migration_timeout=float("inf"),
-                        timeout=feed, feed=True, mechanism=how)
+                        timeout=feed, feed=True, mechanism=how, started=started)
             result["changed"] |= bool(result["started"])
             return result
         migrate_all(kube, writer, node, p, nodes, result, target_aware=True,
                     concurrency=limit, retries=0, migration_timeout=0, timeout=0,
-                    start_only=True, mechanism=how)
+                    start_only=True, mechanism=how, started=started)
         if len(p.migrate) > limit:   # the node's own cycle moves the rest: nothing to await
             result["partial"] = (f"{len(p.migrate) - limit} more left to {node}'s own cycle "
                                  "(Harvester's migrate action pins only what runs at once)")

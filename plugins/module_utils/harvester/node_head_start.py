@@ -5,12 +5,16 @@ does (it adopts what was started, as on a resume)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    migration_target as mt,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -100,11 +104,12 @@ def answered_already(plan: dict[str, Any], play: list[str], node: str = "") -> s
 
 
 def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wait: float,
-               shutdown_timeout: float = 600, finish: float = 0) -> dict[str, Any]:
+               shutdown_timeout: float = 600, finish: float = 0,
+               started: Callable[[], Any] | None = None) -> dict[str, Any]:
     """After ``node`` is done: when Rancher asks to drain another node of the play (``play``,
-    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — mark it
-    ``PreDraining``, ask its non-migratable VMs to stop, create its planned migrations — and
-    return without waiting. That node's own cycle then adopts what was started (its
+    the serial play's hosts) within ``wait`` seconds, start that node's evacuation — create
+    its planned migrations, then mark it ``PreDraining`` and ask its non-migratable VMs to
+    stop — and return without waiting. That node's own cycle then adopts what was started (its
     evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
     by an action within the watch latency instead of after the play's hand-over to the next
     host. Nothing is started for a paused node, a node the gate would refuse, a node
@@ -118,6 +123,11 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
 
     A node of the play whose pre-drain is answered already (:func:`answered_already`):
     returns at once, nothing started (its head start is done; the rest is its own cycle's).
+
+    The node's first migrations are asked for before its ``PreDraining`` state is written
+    (:func:`node_evacuation.evacuate` ``then``); ``started`` (the caller's writes that can
+    wait, node_cycle) is called right after that write, or at the end when nothing was
+    started.
 
     Returns ``{"changed", "next", "why", "started", "stopping", "answered", "migrated",
     "job"}``."""
@@ -165,10 +175,24 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         return {**out, "why": str(exc)}
     if nxt not in g["todo"] or g.get("restore_only"):
         return {**out, "why": f"{nxt} has nothing to evacuate ({g['why']})"}
-    out["changed"] = writer.set_node_state(nxt, "PreDraining")
     began = time.monotonic()
-    res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True,
-                   feed=finish)
+
+    wrote: list[bool] = []
+
+    def first() -> None:
+        # after the first migrations: the state says the evacuation began (a run stopped
+        # before this write finds the migrations and adopts them, as on any resume)
+        if wrote:
+            return
+        wrote.append(True)
+        out["changed"] |= writer.set_node_state(nxt, "PreDraining")
+        if started is not None:
+            started()
+    try:
+        res = evacuate(kube, writer, nxt, shutdown_timeout=shutdown_timeout, start_only=True,
+                       feed=finish, then=first)
+    finally:
+        first()   # nothing was started (deferred, skipped, failed): written all the same
     out["changed"] |= bool(res.get("changed"))
     out["started"] = res.get("started") or []
     out["stopping"] = res.get("shutdown") or []
@@ -184,6 +208,51 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         if fin["pod_evictions"]:
             out["pod_evictions"] = pe.merge(out["pod_evictions"], fin["pod_evictions"])
     return out
+
+
+def next_node(facts: list[dict[str, Any]], node: str, play: list[str]) -> str:
+    """The node Rancher drains after ``node`` by the facts now (Rancher's order, the first
+    not upgraded), if it is a host of ``play`` (every node when empty); ``""`` if none."""
+    for f in facts:
+        if f["name"] != node and not f["upgraded"]:
+            return str(f["name"]) if not play or f["name"] in play else ""
+    return ""
+
+
+def prepare(kube: Kube, writer: PlanWriter, node: str, play: list[str],
+            restore: bool = False) -> str:
+    """Before the event that lets the head start begin (``node``'s reboot, or the cluster
+    upgrade's end for the first node, ``node`` ``""``): start, in a thread, the informer of
+    the VMIs on the node expected next (:func:`next_node`) and read the KubeVirt CR (the
+    migration mechanism, stable for the node loop), so that the head start's plan finds
+    both in memory instead of listing when Rancher asks. Nothing is decided on them until
+    then: the informer follows every change (the plan is made on the VMIs as they are when
+    Rancher asks, as before), and these are the reads the head start makes anyway (a wrong
+    guess costs one list and watch of that node's VMIs). Only for a client with informers
+    (:class:`cycle_kube.CycleKube`), never in check mode. ``restore``: VMs stopped for
+    ``node`` are restarted before the head start (node_cycle): the informer of every VMI,
+    which that restore's wait for them to be scheduled reads, is started too. Returns the
+    node expected."""
+    if kube.check_mode or not hasattr(kube, "warm"):
+        return ""
+    try:
+        nxt = next_node(cluster_facts(kube, writer.plan, light=True), node, play)
+    except Exception:  # noqa: BLE001 - the head start reads them itself
+        return ""
+    cyc: Any = kube
+
+    def run() -> None:
+        try:
+            cyc.warm(*c.KUBEVIRT, "kubevirt", mt.KUBEVIRT_NS)
+            if nxt:
+                cyc.prefetch(scoped=[(VMI_API, "VirtualMachineInstance", None, on_node(nxt))],
+                             informed=False)
+            if restore:   # a plain read starts the cluster-wide informer (cycle_kube.SCOPED)
+                cyc.list(VMI_API, "VirtualMachineInstance")
+        except Exception:  # noqa: BLE001 - the head start's own reads raise it
+            pass
+    threading.Thread(target=run, daemon=True, name="head-start-prepare").start()
+    return nxt
 
 
 def head_start_text(r: dict[str, Any]) -> str:
@@ -320,12 +389,13 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
 
 
 def first_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait: float,
-                     finish: float = 0) -> dict[str, Any]:
+                     finish: float = 0, started: Callable[[], Any] | None = None
+                     ) -> dict[str, Any]:
     """:func:`head_start` for the first node of the loop, right after the phase is entered
     (no node is done yet). Never raises: whatever is not done here, the node's own cycle
     does."""
     try:
-        return head_start(kube, writer, "", play, wait=wait, finish=finish)
+        return head_start(kube, writer, "", play, wait=wait, finish=finish, started=started)
     except Exception as exc:  # noqa: BLE001 - the node's cycle evacuates it anyway
         return {"changed": False, "next": None, "started": [], "stopping": [],
                 "answered": False, "migrated": [], "job": "",
@@ -341,13 +411,29 @@ def enter_with_head_start(kube: Kube, writer: PlanWriter, play: list[str], wait:
     for node_gate ``step=enter`` and for ClusterUpgrade's call entering NodeUpgrade
     (``then``, phase_table), whichever of the two the playbook lets do it first.
     ``entered``: called between the two (ClusterUpgrade's call starts the informers of the
-    head start's reads there, so that their lists do not delay Rancher's upgrade)."""
-    res = enter_phase(kube, writer, **enter)
-    if res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
-        if entered is not None:
-            entered()
-        res["head_start"] = first_head_start(kube, writer, list(play or res.get("order") or []),
-                                             wait, finish)
-        res["changed"] = bool(res.get("changed")) | bool(res["head_start"].pop("changed",
-                                                                               False))
+    head start's reads there: listed beside the entry's writes they delay Rancher's upgrade
+    as much as they gain after it, while after the entry they overlap Rancher's own start).
+    The entry's Events wait for the first node's first migrations
+    (``PlanWriter.hold_events``), and so does a record it held (``hold_record``), which is
+    written at the latest when this returns."""
+    writer.hold_events()
+    try:
+        res = enter_phase(kube, writer, **enter)
+        if res.get("phase") == "NodeUpgrading" and not res.get("single_node"):
+            if entered is not None:
+                entered()
+            res["head_start"] = first_head_start(
+                kube, writer, list(play or res.get("order") or []), wait, finish,
+                started=writer.send_events)
+            res["changed"] = bool(res.get("changed")) | bool(
+                res["head_start"].pop("changed", False))
+    except Exception:
+        try:   # what was held still goes out; the entry's own error is the one raised
+            writer.flush()
+        except Exception:  # noqa: BLE001 - see above (a resumed entry records it again)
+            pass
+        writer.send_events()
+        raise
+    writer.flush()   # a record the entry held for the head start's first write (hold_record)
+    writer.send_events()
     return res

@@ -171,12 +171,19 @@ def _job_event(writer: PlanWriter, node: str, job: str, single: bool) -> None:
 
 def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
                  job_timeout: float = 3600, node_timeout: float = 1800,
-                 start_only: bool = False) -> dict[str, Any]:
+                 start_only: bool = False, on_back: Callable[[], Any] | None = None,
+                 later: list[Callable[[], Any]] | None = None) -> dict[str, Any]:
     """Run the post-drain (or single-node-upgrade) Job and wait for the node to come back
     Ready on the release's OS. Never reboots a node that already runs the target OS.
 
     ``start_only`` (the previous node's head start): create the Job if it is due and return,
-    neither waiting nor failing anything (``started``: whether it was created)."""
+    neither waiting nor failing anything (``started``: whether it was created).
+
+    ``on_back``: called as soon as the wait sees the node back, before anything is written
+    (node_cycle holds the Events there). ``later``: the removal of our pending-OS
+    annotation is appended there for the caller to run when it has time, instead of being
+    written before the node's done state (node_cycle: after the next node's first
+    migrations; Finalize removes the annotation from every node anyway)."""
     plan = writer.refresh()
     rel = release(plan)
     single = job_type == "single-node-upgrade"
@@ -255,7 +262,12 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     except WaitTimeout as exc:
         writer.fail_node(node, fail_state, "NodeNotReady", str(exc))
         raise
-    _drop_pending_os(kube, node)
+    if on_back is not None:
+        on_back()
+    if later is None:
+        _drop_pending_os(kube, node)
+    else:
+        later.append(lambda: _drop_pending_os(kube, node))
     writer.set_node_state(node, done_state)
     result["changed"] = True
     return result

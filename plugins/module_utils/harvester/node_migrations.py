@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -49,7 +50,8 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                 nodes: list[ev.NodeView], result: dict[str, Any], *, target_aware: bool,
                 concurrency: int, retries: int, migration_timeout: float,
                 timeout: float, start_only: bool = False, feed: bool = False,
-                mechanism: str = mt.ADDED_NODE_SELECTOR) -> None:
+                mechanism: str = mt.ADDED_NODE_SELECTOR,
+                started: Callable[[], None] | None = None) -> None:
     """Move the planned VMs off ``node``, at most ``concurrency`` migrations at once, and wait
     until every one is off (a failure beyond ``retries`` or ``timeout`` fails the node).
 
@@ -57,7 +59,9 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     ``feed`` (the head start with Harvester's migrate action, which pins only what KubeVirt
     runs at once): keep starting the next migration as one ends, and return once every one
     is started and seen, within ``timeout``; a failure or the time running out is left to
-    the node's own cycle (``result["partial"]``), nothing is failed or aborted here."""
+    the node's own cycle (``result["partial"]``), nothing is failed or aborted here.
+    ``started``: called once, right after the first round of migrations was asked for (the
+    head start's writes that the migrations need not wait for)."""
     queue_ = list(p.migrate)
     by_key = {m.vm.key: m for m in p.migrate}
     active: dict[str, dict[str, Any]] = {}     # vm key -> {"name", "started", "target"}
@@ -70,6 +74,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     final_failed: dict[str, str] = {}
     run = run_id()
     known: set[str] = set()    # migrations this call created, adopted or counted
+    first_round: list[bool] = []   # the first round of starts was made (``started``)
 
     def start(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
         key = move.vm.key
@@ -294,6 +299,9 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
                 else:
                     raise
         queue_.extend(requeue)
+        if started is not None and not first_round:
+            first_round.append(True)
+            started()
 
     def still_on_node(v: dict[str, Any] | None) -> bool:
         return v is not None and active_vmi(v) and (v.get("status") or {}).get("nodeName") == node

@@ -118,8 +118,8 @@ def _rke2_version(v: Any) -> str:
     return s.replace("-rke2", "+rke2", 1) if "+" not in s else s
 
 
-def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True
-                          ) -> dict[str, Any]:
+def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True,
+                          hold: bool = False) -> dict[str, Any]:
     """Hand the node roll to Rancher (reference §C.1; seed 000 ``upgradeKubernetes``): one
     merge patch of ``clusters.provisioning.cattle.io fleet-local/local`` with
     ``spec.kubernetesVersion`` = ``releaseMetadata.kubernetes``,
@@ -127,7 +127,10 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True
     hooks, recorded in ``status.provisionGeneration``. Once: a plan that recorded it, a
     single-node plan (its job patches the version itself) or a cluster that already carries
     both the version and our strategy (a run stopped between the patch and the status write)
-    is not patched again."""
+    is not patched again. ``hold``: the status write goes with the writer's next one
+    (:meth:`PlanWriter.hold`; the first node's head start: after its first migrations), the
+    caller flushing it at the latest when it returns; a run stopped before finds the
+    cluster patched and records it then, as above."""
     from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import manifests
 
     plan = writer.plan
@@ -162,12 +165,15 @@ def start_rancher_upgrade(kube: Kube, writer: PlanWriter, reread: bool = True
         status["provisionGeneration"] = out["provisionGeneration"]
         return []
 
-    writer.update_status(record, reread=reread)
+    if hold:
+        writer.hold(record)
+    else:
+        writer.update_status(record, reread=reread)
     return out
 
 
 def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False, held: bool = False,
-                light: bool = False) -> dict[str, Any]:
+                light: bool = False, hold_record: bool = False) -> dict[str, Any]:
     """Check the plan reached ClusterUpgraded (or is already in/after NodeUpgrading) and set
     NodeUpgrading; nodes without a state start at ImagePreloaded (toolkit's PreRun). Returns
     the nodes in Rancher's order too (:func:`inventory`), read before the write. ``fresh``:
@@ -178,7 +184,9 @@ def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False, held: bool 
     entry complete (:func:`_prerun_done`), the settings it held are not read again.
     ``light``: for a caller that does not use the inventory (the entry started by
     ClusterUpgrade's call): the facts without the VMIs and the ``server-version`` Setting
-    (:func:`cluster_facts`), which the inventory alone shows."""
+    (:func:`cluster_facts`), which the inventory alone shows. ``hold_record``: Rancher's
+    upgrade recorded on the plan with the writer's next write (:func:`start_rancher_upgrade`
+    ``hold``)."""
     plan = writer.plan if fresh else writer.refresh()
     phase = check_phase(plan)
     facts = cluster_facts(kube, plan, light=light)
@@ -203,7 +211,7 @@ def enter_phase(kube: Kube, writer: PlanWriter, fresh: bool = False, held: bool 
         changed = _phase(kube, writer, False, statuses if missing else None,
                          reread=not fresh) or changed
     if not is_single_node(facts):
-        rancher = start_rancher_upgrade(kube, writer, reread=not fresh)
+        rancher = start_rancher_upgrade(kube, writer, reread=not fresh, hold=hold_record)
         changed |= bool(rancher["changed"])
     return {"changed": changed, "phase": "NodeUpgrading", "settings": prerun["actions"],
             **inventory(facts)}

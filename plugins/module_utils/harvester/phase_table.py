@@ -44,20 +44,27 @@ def _enter_node_upgrade(ctx: pipeline.Context) -> pipeline.Step:
     node's head start too (node_head_start.enter_with_head_start, as node_gate's), both
     through a :class:`cycle_kube.CycleKube` on the call's connection whose informers serve
     their reads as they would node_gate's (cycle_kube.informed_beside): those of the sets
-    the entry reads start with its reads, the others once the phase is entered (their lists
-    would delay Rancher's upgrade); node_gate ``step=enter`` then finds the head start done
-    in the plan's node states and returns at once. A run stopped in between: node_gate's
-    head start does what is left, as on any resume."""
+    the entry reads start with its reads, and with them (a multi-node cluster, by the
+    plan's ``singleNode``) the first node's VMIs and the KubeVirt CR are read ahead
+    (node_head_start.prepare); the others once the phase is entered (listed beside the
+    entry, they would delay Rancher's upgrade as much as they gain after it). The entry's
+    record of Rancher's upgrade goes with the head start's first write, its Events after
+    the first migrations (node_head_start.enter_with_head_start). node_gate ``step=enter``
+    then finds the head start done in the plan's node states and returns at once. A run
+    stopped in between: node_gate's head start does what is left, as on any resume."""
     p = ctx.params
     if not p.get("head_start"):
         res = node_phase.enter_phase(ctx.kube, ctx.writer, fresh=True, light=True)
         ctx.actions.extend(res.get("settings") or [])
         return pipeline.Step("pending", _NODES_GO_ON)
     with cycle_kube.informed_beside(ctx.kube, ctx.writer) as kube:
+        if not ctx.writer.status.get("singleNode"):   # (Initialize recorded it)
+            # its facts are the entry's own first reads (nodes, machines, Secrets)
+            node_head_start.prepare(kube, ctx.writer, "", list(p.get("play") or []))
         res = node_head_start.enter_with_head_start(
             kube, ctx.writer, list(p.get("play") or []), float(p["head_start_wait"]),
             float(p["head_start_finish"]), entered=lambda: kube.prefetch(wait=False),
-            fresh=True, light=True)
+            fresh=True, light=True, hold_record=True)
     ctx.actions.extend(res.get("settings") or [])
     facts: dict[str, Any] = {}
     if "head_start" in res:

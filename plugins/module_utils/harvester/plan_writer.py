@@ -170,6 +170,8 @@ class PlanWriter:
         self.changed = False
         self.events: list[dict[str, str]] = []
         self._held: list[Mutation] = []   # written with the next status write (hold())
+        # Events kept back by hold_events() until send_events(), with their components
+        self._held_events: list[tuple[plan_status.EventSpec, str | None]] | None = None
 
     @property
     def name(self) -> str:
@@ -383,10 +385,36 @@ class PlanWriter:
         ``default``, or ``harvester-system`` for the detector/restore-vm events, as
         upgrade-toolkit does), through the recorder: an identical repeat is aggregated."""
         self.events.append({"reason": reason, "message": message})
-        self.recorder.plan = self.plan
-        self.recorder.emit(plan_status.EventSpec("Warning" if warning else "Normal", reason,
-                                                 message[:1024], namespace),
-                           self.check_mode, component or self.component)
+        spec = plan_status.EventSpec("Warning" if warning else "Normal", reason,
+                                     message[:1024], namespace)
+        if self._held_events is not None:
+            self._held_events.append((spec, component))
+            if not warning:
+                return
+            # a failure is told at once, after what was held (in their order)
+            held, self._held_events = self._held_events, []
+        else:
+            held = [(spec, component)]
+        for one, comp in held:
+            self.recorder.plan = self.plan
+            self.recorder.emit(one, self.check_mode, comp or self.component)
+
+    def hold_events(self) -> None:
+        """Keep the Normal Events of :meth:`event` (and of the writes that make one) back
+        until :meth:`send_events`: for a reaction whose first action must not wait for the
+        Events of the writes before it (a node's post-drain answer, the next node's first
+        migrations: node_cycle). A Warning (a failure) sends what was held and itself at
+        once. Events say what happened; nothing reads them back, so a run stopped before
+        they are sent loses only them."""
+        if self._held_events is None:
+            self._held_events = []
+
+    def send_events(self) -> None:
+        """Send the Events :meth:`hold_events` kept back, in their order; stop holding."""
+        held, self._held_events = self._held_events, None
+        for spec, component in held or []:
+            self.recorder.plan = self.plan
+            self.recorder.emit(spec, self.check_mode, component or self.component)
 
     def fail_node(self, node: str, state: str, reason: str, message: str) -> None:
         """Record a node failure and fail the plan ("node <n> upgrade failed: <msg>"); when
