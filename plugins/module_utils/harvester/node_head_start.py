@@ -333,6 +333,7 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
         res = rnd.result()
         return {**out, "pod_evictions": res, "changed": out["changed"] or bool(res["evicted"]),
                 **why}
+
     def taint() -> None:
         # right after the Job's creation (its pod starts for seconds and taints the node
         # itself too), so that neither write holds up the other: every VM is off the node and
