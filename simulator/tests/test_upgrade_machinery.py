@@ -729,3 +729,26 @@ def test_downward_api_items_are_files_whole_or_by_sub_path(world: World) -> None
     # a container that does not mount the volume sees none of it
     bare = ProgramContext(world, world.client, pod, {"name": "b"}, "node-1", {})
     assert not host_scripts.pod_file_exists(bare, "/tmp/skip-vol-a")
+
+
+def test_downward_api_paths_the_apiserver_refuses_show_no_file(world: World) -> None:
+    """An absolute or ``..`` subPath or item path is refused by the apiserver's validation
+    (``validateLocalDescendingPath``): the simulated container never sees a file through
+    one, where a lenient normalisation would have found the item."""
+    from harvester_sim.programs import host_scripts
+    from harvester_sim.programs.base import ProgramContext
+
+    items = [{"path": "skip-vol-a", "fieldRef": {"fieldPath": "metadata.name"}},
+             {"path": "/abs", "fieldRef": {"fieldPath": "metadata.name"}},
+             {"path": "../up", "fieldRef": {"fieldPath": "metadata.name"}}]
+    pod = {"metadata": {"name": "x", "uid": "u3"},
+           "spec": {"volumes": [{"name": "skip", "downwardAPI": {"items": items}}]}}
+    for sub in ("/skip-vol-a", "x/../skip-vol-a"):
+        c = {"name": "m", "volumeMounts": [
+            {"name": "skip", "mountPath": "/tmp/skip-vol-a", "subPath": sub}]}
+        ctx = ProgramContext(world, world.client, pod, c, "node-1", {})
+        assert not host_scripts.pod_file_exists(ctx, "/tmp/skip-vol-a"), sub
+    whole = {"name": "w", "volumeMounts": [{"name": "skip", "mountPath": "/etc/skip"}]}
+    ctx = ProgramContext(world, world.client, pod, whole, "node-1", {})
+    assert host_scripts.pod_file_exists(ctx, "/etc/skip/skip-vol-a")
+    assert not host_scripts.pod_file_exists(ctx, "/etc/skip/abs")

@@ -31,7 +31,7 @@ here fails (exit 127, ``not modelled by the simulator``) instead of being accept
   every container of the pod that mounts the same volume (:func:`pod_file_exists`).
   :func:`pod_file_exists` also sees the items of a ``downwardAPI`` volume the container
   mounts (whole, or one item at a time with ``subPath``): the kubelet writes them before
-  any container starts (kubernetes ``v1.33.3`` ``pkg/volume/downwardapi``,
+  any container starts (kubernetes ``v1.32.4`` ``pkg/volume/downwardapi``,
   ``pkg/kubelet/kubelet_pods.go`` ``makeMounts``).
 """
 
@@ -180,6 +180,12 @@ def _pod_files(ctx: ProgramContext, volume: str) -> set[str]:
     return store.setdefault((uid, volume), set())
 
 
+def _descending(path: Any) -> bool:
+    """A path the apiserver accepts in a volume item or a subPath: relative, no ``..``."""
+    return bool(path) and isinstance(path, str) and not path.startswith("/") and \
+        ".." not in path.split("/")
+
+
 def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
     """Whether ``path`` is a file of a ``downwardAPI`` volume this container mounts: the
     kubelet writes one file per item (``items[].path``, relative to the volume) before any
@@ -191,10 +197,16 @@ def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
         src = (vols.get(m.get("name")) or {}).get("downwardAPI")
         if not isinstance(src, dict):
             continue
-        items = {posixpath.normpath(str(i.get("path") or ""))
-                 for i in src.get("items") or [] if i.get("path")}
+        # the apiserver refuses an absolute path or a ``..`` element in an item's path and
+        # in a subPath (kubernetes pkg/apis/core/validation ``validateLocalDescendingPath``,
+        # ``validateSubPath``): such a mount shows nothing here, never a file
+        items = {posixpath.normpath(str(i.get("path")))
+                 for i in src.get("items") or [] if _descending(i.get("path"))}
         mp = str(m.get("mountPath") or "").rstrip("/")
-        sub = posixpath.normpath(str(m.get("subPath") or "")).strip("/")
+        raw_sub = m.get("subPath") or ""
+        if raw_sub and not _descending(raw_sub):
+            continue
+        sub = posixpath.normpath(str(raw_sub)) if raw_sub else ""
         sub = "" if sub == "." else sub
         if path == mp:
             rel = sub
