@@ -289,7 +289,7 @@ def _os_upgrade(kube: CycleKube, writer: PlanWriter, p: Params, cycle: Cycle,
     answer and the head start's reads (docs/node-upgrade.md "Head start")."""
     ahead = _heads_start(p) and not kube.check_mode
     if ahead:
-        restore = p.restore if p.restore is not None else bool(writer.spec.get("restoreVM"))
+        restore = node_restore.restore_enabled(writer.plan, p.restore)
         node_head_start.prepare(kube, writer, p.node, p.play,
                                 restore=restore and bool(result.get("shutdown")))
     cycle.run(step.name, kube, lambda: node_job.run_node_job(

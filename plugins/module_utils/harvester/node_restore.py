@@ -101,11 +101,17 @@ def restore_entries(kube: Kube, writer: PlanWriter, node: str) -> list[str]:
     return sorted(_recorded(cm, node))
 
 
+def restore_enabled(plan: dict[str, Any], force: bool | None = None) -> bool:
+    """Whether the VMs stopped for a node are to be started again: ``force`` when given,
+    else the plan's ``spec.restoreVM``."""
+    return bool((plan.get("spec") or {}).get("restoreVM")) if force is None else force
+
+
 def restore_pending(kube: Kube, writer: PlanWriter, node: str) -> bool:
     """Some VM this collection stopped for ``node`` is still stopped and the plan wants it
     back (``restoreVM``): the node is not finished even when it is upgraded (a run stopped
     between Rancher's release of the node and the restore)."""
-    if not bool((writer.plan.get("spec") or {}).get("restoreVM")):
+    if not restore_enabled(writer.plan):
         return False
     for key in restore_entries(kube, writer, node):
         ns, _sep, name = key.partition("/")
@@ -139,7 +145,7 @@ def start_restores(kube: Kube, writer: PlanWriter, node: str, *, force: bool | N
     "scheduled"}``; ``starting`` lists the VMs started now, :func:`await_restores` waits for
     them to run."""
     plan = writer.refresh()
-    enabled = bool((plan.get("spec") or {}).get("restoreVM")) if force is None else force
+    enabled = restore_enabled(plan, force)
     entries = restore_entries(kube, writer, node)
     result: dict[str, Any] = {"changed": False, "restored": [], "failed": [],
                               "recorded": entries, "enabled": enabled, "starting": [],
