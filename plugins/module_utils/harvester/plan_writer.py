@@ -395,9 +395,7 @@ class PlanWriter:
             held, self._held_events = self._held_events, []
         else:
             held = [(spec, component)]
-        for one, comp in held:
-            self.recorder.plan = self.plan
-            self.recorder.emit(one, self.check_mode, comp or self.component)
+        self._emit(held)
 
     def hold_events(self) -> None:
         """Keep the Normal Events of :meth:`event` (and of the writes that make one) back
@@ -412,7 +410,10 @@ class PlanWriter:
     def send_events(self) -> None:
         """Send the Events :meth:`hold_events` kept back, in their order; stop holding."""
         held, self._held_events = self._held_events, None
-        for spec, component in held or []:
+        self._emit(held or [])
+
+    def _emit(self, events: list[tuple[plan_status.EventSpec, str | None]]) -> None:
+        for spec, component in events:
             self.recorder.plan = self.plan
             self.recorder.emit(spec, self.check_mode, component or self.component)
 
