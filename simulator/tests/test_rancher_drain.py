@@ -255,3 +255,78 @@ def test_single_node_without_hooks_only_applies_the_plan() -> None:
     finally:
         w.stop()
     assert not w.runtime.errors, w.runtime.errors[0]
+
+
+# ------------------------------------------------------------------- the drain helper
+def _pod(w: World, name: str, node: str, owner: str, phase: str, grace: int = 30) -> None:
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": "default", "ownerReferences": [{
+                         "apiVersion": "batch/v1" if owner == "Job" else "apps/v1",
+                         "kind": owner, "name": f"{name}-owner", "uid": f"uid-{name}",
+                         "controller": True}]},
+                     "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                              "containers": [{"name": "c", "image": "busybox"}]}})
+
+    def status(cur: dict[str, Any]) -> dict[str, Any]:
+        cur["status"] = {"phase": phase}
+        return cur
+
+    w.client.modify("v1", "Pod", name, status, "default", subresource="status")
+
+
+def _run(gen: Any) -> tuple[list[Any], str]:
+    """Drive a drain task by hand: the steps it yielded and what it returned."""
+    steps: list[Any] = []
+    try:
+        while len(steps) < 100:
+            steps.append(next(gen))
+    except StopIteration as stop:
+        return steps, stop.value
+    raise AssertionError(f"the drain never ended: {steps[:5]}")
+
+
+def _planner_on(node: str) -> tuple[World, Any, Any]:
+    """A world not started (no kubelet deletes anything, no scenario objects) with Rancher's
+    planner, and a machine entry for ``node`` (no such Node: only the test's pods are on
+    it)."""
+    from harvester_sim.controllers.rancher import Entry, RancherPlanner
+    from harvester_sim.scenarios import loader
+
+    w = World(loader.load("three-node"), speed=1000.0)
+    w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    return w, RancherPlanner(w), Entry("m-x", node, etcd=False, cp=False, worker=True,
+                                       init=False)
+
+
+def test_drain_of_finished_pods_waits_for_no_poll() -> None:
+    """kubectl's drain helper (RunNodeDrain → waitForDelete: wait.PollImmediate, 1 s)
+    checks for the evicted pods at once: a terminal pod is deleted by its eviction, so a
+    node with only finished Job pods left is drained without a 1 s poll."""
+    w, planner, e = _planner_on("n-x")
+    _pod(w, "done-1", "n-x", "Job", "Succeeded")
+    _pod(w, "done-2", "n-x", "Job", "Failed")
+    steps, error = _run(planner._run_node_drain(e, HARVESTER_OPTS, -1, 600.0))
+    assert (steps, error) == ([], "")
+    assert w.client.list("v1", "Pod", field_selector="spec.nodeName=n-x") == []
+
+
+def test_drain_polls_each_second_for_a_terminating_pod_until_its_timeout() -> None:
+    """A running pod's eviction only starts its graceful deletion: the helper polls every
+    1 s until it is gone, and fails at the drain options' timeout (no kubelet here)."""
+    w, planner, e = _planner_on("n-y")
+    _pod(w, "web", "n-y", "ReplicaSet", "Running")
+    now = [0.0]
+    w.clock.now = lambda: now[0]  # type: ignore[method-assign]
+    gen = planner._run_node_drain(e, HARVESTER_OPTS, -1, 3.0)
+    steps: list[Any] = []
+    try:
+        while len(steps) < 10:
+            steps.append(next(gen))
+            if len(steps) == 1:
+                pod = w.client.get("v1", "Pod", "web", "default")
+                assert pod["metadata"].get("deletionTimestamp"), "evicted: deleting"
+            now[0] += steps[-1]
+    except StopIteration as stop:
+        error = stop.value
+    assert steps == [1.0, 1.0, 1.0]
+    assert error == "drain did not complete within 3s"

@@ -64,6 +64,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Generator
 from typing import Any
 
 from ..client import ApiError
@@ -695,44 +696,68 @@ class RancherPlanner:
             self.client.evict(md["name"], md["namespace"])
 
     def _drain(self, e: Entry, opts: dict[str, Any]) -> TaskGen:
+        """``performDrain``: k8s.io/kubectl ``drain.RunNodeDrain`` with the helper the drain
+        options make; an error becomes ``drain-error`` and the handler tries again (the
+        Secret's next change: here ``EVICT_RETRY_S`` later)."""
         timeout = float(opts.get("timeout") or 0) or DEFAULT_DRAIN_TIMEOUT_S
         grace = int(opts.get("gracePeriod") or -1)
-        clock = self.world.clock
         while True:
-            deadline = clock.now() + timeout
-            error = ""
-            last_evict_err = ""
-            while True:
-                pods = self.client.list("v1", "Pod", field_selector=f"spec.nodeName={e.node}")
-                evict, errs = self._classify(pods, opts)
-                if errs and not opts.get("ignoreErrors"):
-                    error = "; ".join(errs)
-                    break
-                if not evict:
-                    return
-                for p in evict:
-                    if p["metadata"].get("deletionTimestamp"):
-                        continue
-                    try:
-                        self._evict(p, grace)
-                    except ApiError as exc:
-                        if exc.code == 404:
-                            continue
-                        last_evict_err = (f"error when evicting pods/\"{p['metadata']['name']}"
-                                          f"\" -n \"{p['metadata']['namespace']}\": "
-                                          f"{exc}")
-                if clock.now() >= deadline:
-                    error = (f"drain did not complete within {int(timeout)}s"
-                             + (f": {last_evict_err}" if last_evict_err else ""))
-                    break
-                step: Step = EVICT_RETRY_S if last_evict_err else 1.0
-                last_evict_err = ""
-                yield step
+            error = yield from self._run_node_drain(e, opts, grace, timeout)
+            if not error:
+                return
             self._annotate(e, {A_DRAIN_ERROR: error})
             self.world.timeline.record("drain_error", node=e.node, machine=e.machine,
                                        error=error)
             yield EVICT_RETRY_S
 
+    def _run_node_drain(self, e: Entry, opts: dict[str, Any], grace: int,
+                        timeout: float) -> Generator[Step, None, str]:
+        """``RunNodeDrain`` (kubectl ``pkg/drain/drain.go``): the node's pods listed once
+        (``GetPodsForDeletion``: :meth:`_classify`), each evicted (a 429, e.g. a PDB, tried
+        again 5 s later), then ``waitForDelete``: ``wait.PollImmediate`` every 1 s until
+        each evicted pod is gone (not found, or another pod of its name) — checked at once,
+        so pods deleted at their eviction (terminal ones) cost no poll. Returns the error
+        text, "" when drained."""
+        clock = self.world.clock
+        deadline = clock.now() + timeout
+        pods = self.client.list("v1", "Pod", field_selector=f"spec.nodeName={e.node}")
+        evict, errs = self._classify(pods, opts)
+        if errs and not opts.get("ignoreErrors"):
+            return "; ".join(errs)
+        pending = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in evict}
+        # a pod already terminating is not evicted again, only waited for
+        evicted = {k for k, p in pending.items() if p["metadata"].get("deletionTimestamp")}
+        last_evict_err = ""
+        while pending:
+            if clock.now() >= deadline:
+                return (f"drain did not complete within {int(timeout)}s"
+                        + (f": {last_evict_err}" if last_evict_err else ""))
+            retry = False
+            for key, p in sorted(pending.items()):
+                if key in evicted:
+                    continue
+                try:
+                    self._evict(p, grace)
+                    evicted.add(key)
+                except ApiError as exc:
+                    if exc.code == 404:
+                        evicted.add(key)
+                    elif exc.code == 429:
+                        last_evict_err = (f"error when evicting pods/\"{key[1]}\" -n "
+                                          f"\"{key[0]}\": {exc}")
+                        retry = True
+                    else:
+                        return (f"error when evicting pods/\"{key[1]}\" -n \"{key[0]}\": "
+                                f"{exc}")
+            for key in sorted(evicted & set(pending)):
+                cur = self.client.try_get("v1", "Pod", key[1], key[0])
+                if cur is None or cur["metadata"].get("uid") != \
+                        pending[key]["metadata"].get("uid"):
+                    del pending[key]
+            if pending:
+                step: Step = EVICT_RETRY_S if retry and not (evicted & set(pending)) else 1.0
+                yield step
+        return ""
 
 def setup(world: Any) -> RancherPlanner:
     return RancherPlanner(world)
