@@ -121,3 +121,24 @@ def test_a_seeded_list_answers_the_wait_on_what_was_just_created() -> None:
     kube.seed({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})
     assert kube.list_with_rv("batch/v1", "Job", None, field_selector="metadata.name=j") \
         == ([], "9")                                       # no resourceVersion: not seeded
+
+
+def test_json_copy_is_a_deep_copy_of_decoded_objects() -> None:
+    obj = json.loads(body(3))
+    obj["status"] = {"n": 1, "f": 1.5, "ok": True, "none": None, "list": [[1], {"x": "y"}]}
+    cp = client.json_copy(obj)
+    assert cp == obj
+    cp["items"][0]["metadata"]["labels"]["a"] = "changed"
+    cp["status"]["list"][0].append(2)
+    cp["status"]["list"][1]["x"] = "z"
+    assert obj["items"][0]["metadata"]["labels"] == {"a": "b"}
+    assert obj["status"]["list"] == [[1], {"x": "y"}]
+
+
+def test_json_copy_copies_other_types_as_deepcopy_does() -> None:
+    inner = {1, 2}
+    cp = client.json_copy({"set": inner, "tuple": ([1],)})
+    assert cp == {"set": {1, 2}, "tuple": ([1],)}
+    cp["set"].add(3)
+    cp["tuple"][0].append(2)
+    assert inner == {1, 2}

@@ -60,6 +60,19 @@ def test_rancher_order_init_then_etcd_cp_by_machine_then_workers() -> None:
     assert facts[1]["machine_plan_secret"] == "custom-aa-machine-plan"
 
 
+def test_a_nodes_machine_is_the_annotated_one_else_the_one_whose_node_ref_it_is() -> None:
+    nodes = [k8s_node("n1", "m-named"), k8s_node("n2", ""), k8s_node("n3", "m-gone")]
+    machines = [machine("m-other", "n1", CP, init=True), machine("m-named", "elsewhere", CP),
+                machine("m2", "n2", ("worker",)), machine("m2-later", "n2", CP),
+                machine("m3", "n3", ("worker",))]
+    by = {f["name"]: f["machine"] for f in no.node_facts(nodes, machines, [])}
+    # the annotation wins over a nodeRef; without one (or naming no machine) the first
+    # machine whose nodeRef is the node
+    assert by == {"n1": "m-named", "n2": "m2", "n3": "m3"}
+    index = no.machine_index(machines)
+    assert no.machine_for({"metadata": {"name": "nowhere"}}, index) is None
+
+
 def test_witness_is_an_etcd_node_and_in_its_group() -> None:
     nodes = [k8s_node("n1", "m1"), k8s_node("w", "m0", witness=True)]
     machines = [machine("m1", "n1", CP, init=True), machine("m0", "w", ("etcd",))]

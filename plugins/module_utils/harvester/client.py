@@ -27,6 +27,7 @@ than the parsing itself on a big cluster (docs/performance.md).
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import threading
@@ -113,6 +114,24 @@ def loads_body(data: bytes | bytearray | str) -> Any:
         return json.loads(data)
     finally:
         _resume_gc()
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def json_copy(obj: Any) -> Any:
+    """A deep copy of a decoded API object (dicts, lists, scalars), ~3x faster than
+    ``copy.deepcopy``, which serves any type (memo, reductions): what a step reads from an
+    informer or a remembered read is copied so that its changes stay its own. Any other type
+    inside is copied by ``copy.deepcopy``."""
+    t = type(obj)
+    if t is dict:
+        return {k: json_copy(v) for k, v in obj.items()}
+    if t is list:
+        return [json_copy(v) for v in obj]
+    if t in _SCALARS:
+        return obj
+    return copy.deepcopy(obj)
 
 
 def _to_dict(obj: Any) -> dict[str, Any]:

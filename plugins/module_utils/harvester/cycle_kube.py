@@ -18,7 +18,6 @@ the length of a step and follows the busy sets with informers (``node_cycle``, d
 
 from __future__ import annotations
 
-import copy
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -32,6 +31,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
     Kube,
+    json_copy,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     Informer,
@@ -323,7 +323,7 @@ class CycleKube(Kube):
         if hit is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1
-            return (None if hit[0] is None else copy.deepcopy(hit[0]),)
+            return (None if hit[0] is None else json_copy(hit[0]),)
         return None
 
     def get(self, api_version: str, kind: str, name: str,
@@ -338,12 +338,12 @@ class CycleKube(Kube):
             if key in self._gets:
                 self.stats["hits"] += 1
                 obj = self._gets[key]
-                return None if obj is None else copy.deepcopy(obj)
+                return None if obj is None else json_copy(obj)
         obj = super().get(api_version, kind, name, namespace)
         self.stats["gets"] += 1
         with self._lock:
             self._gets[key] = obj
-        return None if obj is None else copy.deepcopy(obj)
+        return None if obj is None else json_copy(obj)
 
     def list_with_rv(self, api_version: str, kind: str, namespace: str | None = None,
                      label_selector: str | None = None, field_selector: str | None = None
@@ -399,12 +399,12 @@ class CycleKube(Kube):
             # cluster, patched to start its upgrade, is read next for its hook names)
             with self._lock:
                 self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
-                    copy.deepcopy(obj)
+                    json_copy(obj)
         if obj and (api_version, kind) == (c.PLAN_API_VERSION, c.PLAN_KIND) and \
                 not self._waiting:
             with self._lock:
                 self._gets[(api_version, kind, meta.get("name"), meta.get("namespace"))] = \
-                    copy.deepcopy(obj)
+                    json_copy(obj)
 
     def _write(self, api_version: str, kind: str, fn: Callable[[], Any]) -> Any:
         try:

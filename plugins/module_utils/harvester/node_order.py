@@ -67,16 +67,30 @@ def tier_of(roles: list[str], init: bool) -> int:
     return 3
 
 
-def machine_for(node: dict[str, Any], machines: list[dict[str, Any]]) -> dict[str, Any] | None:
+MachineIndex = tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
+
+
+def machine_index(machines: list[dict[str, Any]]) -> MachineIndex:
+    """The machines by name and by the node they run (``status.nodeRef``), the first of
+    each kept: :func:`machine_for` of every node is then a lookup, not a scan of them all."""
+    by_name: dict[str, dict[str, Any]] = {}
+    by_node: dict[str, dict[str, Any]] = {}
+    for m in machines:
+        by_name.setdefault(str((m.get("metadata") or {}).get("name") or ""), m)
+        ref = ((m.get("status") or {}).get("nodeRef") or {}).get("name")
+        if ref:
+            by_node.setdefault(str(ref), m)
+    return by_name, by_node
+
+
+def machine_for(node: dict[str, Any], index: MachineIndex) -> dict[str, Any] | None:
+    """The node's Machine: the one its ``cluster.x-k8s.io/machine`` annotation names, else
+    the one whose ``status.nodeRef`` is the node (``index``: :func:`machine_index`)."""
     meta = node.get("metadata") or {}
     name = (meta.get("annotations") or {}).get(MACHINE_ANNOTATION)
-    for m in machines:
-        if name and (m.get("metadata") or {}).get("name") == name:
-            return m
-    for m in machines:
-        if ((m.get("status") or {}).get("nodeRef") or {}).get("name") == meta.get("name"):
-            return m
-    return None
+    if name and name in index[0]:
+        return index[0][name]
+    return index[1].get(str(meta.get("name") or "")) if meta.get("name") else None
 
 
 def node_ready(node: dict[str, Any]) -> bool:
@@ -108,11 +122,12 @@ def node_facts(nodes: list[dict[str, Any]], machines: list[dict[str, Any]],
         nn = (vmi.get("status") or {}).get("nodeName")
         if nn and (vmi.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             vm_counts[nn] = vm_counts.get(nn, 0) + 1
+    index = machine_index(machines)
     out: list[dict[str, Any]] = []
     for n in managed:
         meta = n.get("metadata") or {}
         name = meta.get("name", "")
-        machine = machine_for(n, machines)
+        machine = machine_for(n, index)
         mname = (machine or {}).get("metadata", {}).get("name") or (
             meta.get("annotations") or {}).get(MACHINE_ANNOTATION) or ""
         roles = roles_of(n, machine)

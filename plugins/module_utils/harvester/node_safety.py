@@ -45,8 +45,7 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
     robust = st.get("robustness") or "unknown"
     name = (vol.get("metadata") or {}).get("name")
     mine = [r for r in replicas if (r.get("spec") or {}).get("volumeName") == name]
-    healthy = [r for r in mine if (r.get("status") or {}).get("currentState") == "running"
-               and not (r.get("spec") or {}).get("failedAt")]
+    healthy = [r for r in mine if _healthy(r)]
     elsewhere = [r for r in healthy if (r.get("spec") or {}).get("nodeID") != node]
     if elsewhere:
         return None     # a healthy replica survives elsewhere
@@ -54,6 +53,12 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
         return (f"volume {name} ({robust}) has its only healthy replica(s) on node {node}: "
                 f"{', '.join(sorted(str((r.get('metadata') or {}).get('name')) for r in healthy))}")
     return f"volume {name} ({robust}) has no healthy replica off node {node}"
+
+
+def _healthy(replica: dict[str, Any]) -> bool:
+    """A replica that serves the volume: running, and never failed since it was built."""
+    return (replica.get("status") or {}).get("currentState") == "running" \
+        and not (replica.get("spec") or {}).get("failedAt")
 
 
 def replicas_by_volume(replicas: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -67,11 +72,24 @@ def replicas_by_volume(replicas: Iterable[dict[str, Any]]) -> dict[str, list[dic
 
 def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
                     replicas: Iterable[dict[str, Any]]) -> list[str]:
-    """:func:`volume_at_risk` of every volume in ``vols`` (the reasons of those at risk)."""
-    by_volume = replicas_by_volume(replicas)
+    """:func:`volume_at_risk` of every volume in ``vols`` (the reasons of those at risk).
+
+    One pass over the replicas finds the volumes with a healthy replica off ``node``, which
+    :func:`volume_at_risk` finds safe; only the other attached volumes are looked at with
+    their own replicas (on a big cluster nearly every volume is in the first set, and this
+    runs on every change of a Volume or Replica while the node waits)."""
+    replicas = list(replicas)
+    safe = {str((r.get("spec") or {}).get("volumeName") or "") for r in replicas
+            if (r.get("spec") or {}).get("nodeID") != node and _healthy(r)}
+    by_volume: dict[str, list[dict[str, Any]]] | None = None
     out = []
     for v in vols:
         name = str((v.get("metadata") or {}).get("name") or "")
+        if name in safe or ((v.get("status") or {}).get("state")
+                            not in ("attached", "attaching")):
+            continue
+        if by_volume is None:
+            by_volume = replicas_by_volume(replicas)
         why = volume_at_risk(v, node, by_volume.get(name, []))
         if why:
             out.append(why)

@@ -22,7 +22,6 @@ the same, but an error saying why when there is no plan to work on).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     Kube,
+    json_copy,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
     ConflictsExhausted,
@@ -206,8 +206,8 @@ class PlanWriter:
         """Apply ``mutate`` to the status and persist it; emit its Events. Returns whether
         the status changed."""
         def attempt() -> bool:
-            before = copy.deepcopy(self.plan.get("status") or {})
-            after = copy.deepcopy(before)
+            before = json_copy(self.plan.get("status") or {})
+            after = json_copy(before)
             events: list[plan_status.EventSpec] = []
             for held in self._held:   # applied again on the plan as it is after a conflict
                 events += held(after) or []
@@ -224,7 +224,7 @@ class PlanWriter:
                     self.recorder.emit(ev, True)
                 self.changed = True
                 return True
-            body = copy.deepcopy(self.plan)
+            body = json_copy(self.plan)
             body["status"] = after
             self.plan = self.kube.replace_status(body)
             self._held = []
