@@ -197,11 +197,16 @@ def _pod(name: str, ns: str, node: str, labels: dict[str, str]) -> dict[str, Any
 
 
 def _pdb_status(sim: Any, ns: str, allowed: int) -> None:
-    pdb = sim.world.client.get("policy/v1", "PodDisruptionBudget", "guard", ns)
-    pdb["status"] = {"observedGeneration": pdb["metadata"]["generation"],
-                     "disruptionsAllowed": allowed, "currentHealthy": 2,
-                     "desiredHealthy": 2 - allowed, "expectedPods": 2}
-    sim.world.client.update_status(pdb)
+    """The budget's status as the test wants it; read-modify-write again on a conflict (the
+    simulated disruption controller may write the status between the read and the update)."""
+    def fn(pdb: dict[str, Any]) -> dict[str, Any]:
+        pdb["status"] = {"observedGeneration": pdb["metadata"]["generation"],
+                         "disruptionsAllowed": allowed, "currentHealthy": 2,
+                         "desiredHealthy": 2 - allowed, "expectedPods": 2}
+        return pdb
+
+    sim.world.client.modify("policy/v1", "PodDisruptionBudget", "guard", fn, ns,
+                            subresource="status")
 
 
 def test_drain_blocked_by_pdb_then_allowed(kubectl: Any, ns: str, sim: Any) -> None:

@@ -17,6 +17,7 @@ mt = pytest.importorskip(f"{_MU}.migration_target")
 ne = pytest.importorskip(f"{_MU}.node_evacuation")
 nm = pytest.importorskip(f"{_MU}.node_migrations")
 node_head_start = pytest.importorskip(f"{_MU}.node_head_start")
+waiting = pytest.importorskip(f"{_MU}.waiting")
 
 NODE = "n2"
 PLAN = "hvst-upgrade-abcde"
@@ -210,3 +211,41 @@ def test_the_cycle_sends_what_it_put_off_once() -> None:
     cycle.settle(w)
     cycle.settle(w)
     assert log == ["hold", "drop pending OS", "send"]
+
+
+class NodeViews:
+    """``wait`` over a sequence of Node views, as a watch would show them one after another:
+    the predicate's answer on the first view that satisfies it, WaitTimeout past the last."""
+
+    def __init__(self, *views: list[dict[str, Any]]) -> None:
+        self.views = views
+        self.shown = 0
+
+    def wait(self, sources: Any, predicate: Any, *, what: str, timeout: float, **_: Any) -> Any:
+        assert [(s.api_version, s.kind) for s in sources] == [("v1", "Node")]
+        for nodes in self.views:
+            self.shown += 1
+            got = predicate({"Node": {n["metadata"]["name"]: n for n in nodes}})
+            if got:
+                return got
+        raise waiting.WaitTimeout(what, timeout, "")
+
+
+def _node(name: str, ready: bool = True, cordoned: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"unschedulable": cordoned},
+            "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def test_the_head_start_waits_for_the_node_done_to_show_back_before_planning() -> None:
+    # Rancher uncordoned node-1 before asking for node-2; a Node view still showing it
+    # cordoned (or NotReady) is behind: waited for, not planned on
+    kube = NodeViews([_node("node-1", cordoned=True), _node("node-2")],
+                     [_node("node-1", ready=False), _node("node-2")],
+                     [_node("node-1"), _node("node-2")])
+    assert node_head_start.await_back(kube, "node-1") is True
+    assert kube.shown == 3
+
+
+def test_a_node_that_stays_cordoned_is_planned_without_after_the_wait() -> None:
+    kube = NodeViews([_node("node-1", cordoned=True)], [])
+    assert node_head_start.await_back(kube, "node-1", timeout=0.1) is False

@@ -87,6 +87,8 @@ HEAD_START_OPTIONS: dict[str, dict[str, Any]] = {
 # a node in one of these states had its pre-drain answered and is not upgraded yet: Rancher
 # (one node at a time) asks for no other node until it is done
 ANSWERED_STATES = ("PreDrained", "PostDraining", "WaitingReboot")
+# how long the head start lets its Node view catch up with Rancher's order (await_back)
+NODE_VIEW_CATCH_UP_S = 5.0
 
 
 def answered_already(plan: dict[str, Any], play: list[str], node: str = "") -> str:
@@ -169,6 +171,8 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         return {**out, "why": f"Rancher drains {nxt}, which is not a host of this play"}
     if nxt in paused_nodes(writer.plan):
         return {**out, "why": f"{nxt} is paused (pauseNodes)"}
+    if node:
+        await_back(kube, node)
     try:
         g = gate(kube, writer, [nxt], nxt)
     except NodeLoopError as exc:
@@ -208,6 +212,31 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
         if fin["pod_evictions"]:
             out["pod_evictions"] = pe.merge(out["pod_evictions"], fin["pod_evictions"])
     return out
+
+
+def await_back(kube: Kube, node: str, timeout: float = NODE_VIEW_CATCH_UP_S) -> bool:
+    """Whether ``node`` shows Ready and schedulable in the Node view, waiting up to ``timeout``
+    for the view to show it (no request when the view is an informer's).
+
+    Rancher uncordons a node (machinedrain's undrain) before its planner asks to drain the
+    next one, so once the next node's pre-drain is seen, the node just done is back at the
+    server; but the Node view is a watch of its own beside the Secrets' and may show it a
+    moment later. An evacuation planned on a view that still shows it cordoned leaves out the
+    one upgraded target and sends the VMs to nodes upgraded after it, to move again. False
+    past ``timeout`` (an operator's cordon, the node NotReady again): the evacuation is then
+    planned on the view as it is, as before."""
+    def back(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
+        for n in view["Node"].values():
+            if (n.get("metadata") or {}).get("name") == node:
+                return no.node_ready(n) and not (n.get("spec") or {}).get("unschedulable")
+        return False
+
+    try:
+        kube.wait([Source("v1", "Node")], back, timeout=timeout,
+                  what=f"node {node} Ready and schedulable in the Node view")
+    except WaitTimeout:
+        return False
+    return True
 
 
 def next_node(facts: list[dict[str, Any]], node: str, play: list[str]) -> str:
