@@ -90,7 +90,7 @@ def machine_for(node: dict[str, Any], index: MachineIndex) -> dict[str, Any] | N
     name = (meta.get("annotations") or {}).get(MACHINE_ANNOTATION)
     if name and name in index[0]:
         return index[0][name]
-    return index[1].get(str(meta.get("name") or "")) if meta.get("name") else None
+    return index[1].get(str(meta.get("name") or ""))   # no nodeRef is indexed under ""
 
 
 def node_ready(node: dict[str, Any]) -> bool:

@@ -39,10 +39,9 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
     a volume whose every healthy replica sits on ``node`` (replica count 1, or replicas
     rebuilt onto one node) is ``healthy`` and still loses its data path when the node goes
     down. Safe only with at least one healthy replica (running, never failed) elsewhere."""
-    st = vol.get("status") or {}
-    if st.get("state") not in ("attached", "attaching"):
+    if not _attached(vol):
         return None
-    robust = st.get("robustness") or "unknown"
+    robust = (vol.get("status") or {}).get("robustness") or "unknown"
     name = (vol.get("metadata") or {}).get("name")
     mine = [r for r in replicas if (r.get("spec") or {}).get("volumeName") == name]
     healthy = [r for r in mine if _healthy(r)]
@@ -53,6 +52,11 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
         return (f"volume {name} ({robust}) has its only healthy replica(s) on node {node}: "
                 f"{', '.join(sorted(str((r.get('metadata') or {}).get('name')) for r in healthy))}")
     return f"volume {name} ({robust}) has no healthy replica off node {node}"
+
+
+def _attached(vol: dict[str, Any]) -> bool:
+    """A volume with a data path to lose: attached, or being attached."""
+    return (vol.get("status") or {}).get("state") in ("attached", "attaching")
 
 
 def _healthy(replica: dict[str, Any]) -> bool:
@@ -85,8 +89,7 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
     out = []
     for v in vols:
         name = str((v.get("metadata") or {}).get("name") or "")
-        if name in safe or ((v.get("status") or {}).get("state")
-                            not in ("attached", "attaching")):
+        if name in safe or not _attached(v):
             continue
         if by_volume is None:
             by_volume = replicas_by_volume(replicas)

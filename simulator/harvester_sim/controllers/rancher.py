@@ -712,7 +712,9 @@ class RancherPlanner:
 
     def _run_node_drain(self, e: Entry, opts: dict[str, Any], grace: int,
                         timeout: float) -> Generator[Step, None, str]:
-        """``RunNodeDrain`` (kubectl ``pkg/drain/drain.go``): the node's pods listed once
+        """``RunNodeDrain`` (kubernetes/kubectl ``pkg/drain/drain.go``, the ``k8s.io/kubectl``
+        Rancher vendors; not pinned here: ``waitForDelete``'s ``PollImmediate`` is the same
+        at v0.33.1, which ``programs/kubectl.py`` follows): the node's pods listed once
         (``GetPodsForDeletion``: :meth:`_classify`), each evicted (a 429, e.g. a PDB, tried
         again 5 s later), then ``waitForDelete``: ``wait.PollImmediate`` every 1 s until
         each evicted pod is gone (not found, or another pod of its name) — checked at once,
@@ -758,6 +760,7 @@ class RancherPlanner:
                 step: Step = EVICT_RETRY_S if retry and not (evicted & set(pending)) else 1.0
                 yield step
         return ""
+
 
 def setup(world: Any) -> RancherPlanner:
     return RancherPlanner(world)
