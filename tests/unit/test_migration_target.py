@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -228,3 +229,84 @@ def test_a_vm_the_action_always_refuses_is_migrated_without_a_target_and_no_post
     (vmim,) = kube.created
     assert "addedNodeSelector" not in vmim["spec"] and vmim["spec"]["vmiName"] == "vm-1"
     assert result["migrated"] == [{"vm": "default/vm-1", "to": "node-2", "attempts": 1}]
+
+
+class _TwoVmKube(_ActionKube):
+    """Two VMs, one lane: the second migration starts once the first VM moved. The patch
+    that adopts the first one's migration is held until the second action is posted (or
+    fails when ``patch_error`` is set)."""
+
+    def __init__(self, patch_error: Exception | None = None) -> None:
+        super().__init__([(204, b""), (204, b"")])
+        self.released = threading.Event()
+        self.patch_error = patch_error
+        self.held_patch_released: list[bool] = []
+
+    def raw_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        vm = path.rsplit("/", 1)[1].split("?", 1)[0]
+        self.posts.append((path, body))
+        self.migs.append({"metadata": {"name": f"{vm}-{len(self.migs):05d}",
+                                       "namespace": "default",
+                                       "creationTimestamp": f"2026-01-01T00:00:0{len(self.migs)}Z",
+                                       "labels": {"kubevirt.io/vmi-name": vm}},
+                          "spec": {"vmiName": vm}})
+        if len(self.posts) == 2:
+            self.released.set()
+        return 204, b""
+
+    def patch(self, api_version: str, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        if not self.patched:
+            self.held_patch_released.append(self.released.wait(5))
+        if self.patch_error is not None:
+            raise self.patch_error
+        return super().patch(api_version, kind, name, patch, namespace)
+
+    def wait(self, sources: Any, pred: Any, *, on_change: Any, timeout: float, what: str,
+             describe: Any = None) -> Any:
+        for _ in range(10):
+            vmis = {}
+            for vm in ("vm-1", "vm-2"):
+                moved = any(m["spec"]["vmiName"] == vm for m in self.migs)
+                vmis[f"default/{vm}"] = {"metadata": {"name": vm, "namespace": "default"},
+                                         "status": {"phase": "Running",
+                                                    "nodeName": "node-2" if moved else "node-1"}}
+            view = {"VirtualMachineInstance": vmis, "VirtualMachineInstanceMigration": {
+                f"default/{m['metadata']['name']}": {**m, "status": {"phase": "Succeeded"}}
+                for m in self.migs}}
+            on_change(view)
+            if pred(view):
+                return True
+        raise AssertionError("the wait never ended")
+
+
+def _two_vm_plan() -> Any:
+    moves = []
+    for vm in ("vm-1", "vm-2"):
+        vmi = {"metadata": {"name": vm, "namespace": "default"},
+               "status": {"phase": "Running", "nodeName": "node-1"}}
+        moves.append(ev.Move(ev.vm_view(vmi), "node-2", "upgraded node with room"))
+    return ev.EvacuationPlan(node="node-1", migrate=moves)
+
+
+def test_the_next_migration_does_not_wait_for_the_adoption_patch() -> None:
+    kube = _TwoVmKube()
+    result: dict[str, Any] = {"migrated": []}
+    node_migrations.migrate_all(
+        kube, _Writer(), "node-1", _two_vm_plan(), [], result,  # type: ignore[arg-type]
+        target_aware=True, concurrency=1, retries=0, migration_timeout=900, timeout=60,
+        mechanism=mt.HARVESTER_ACTION)
+    # the first adoption patch was still out when the second action was posted
+    assert kube.held_patch_released == [True]
+    assert sorted(p["name"] for p in kube.patched) == ["vm-1-00000", "vm-2-00001"]
+    assert [m["vm"] for m in result["migrated"]] == ["default/vm-1", "default/vm-2"]
+
+
+def test_a_failed_adoption_patch_fails_the_evacuation() -> None:
+    kube = _TwoVmKube(errors.ApiError(403, "Forbidden", "virtualmachineinstancemigrations "
+                                      "is forbidden"))
+    with pytest.raises(errors.ApiError, match="forbidden"):
+        node_migrations.migrate_all(
+            kube, _Writer(), "node-1", _two_vm_plan(), [],  # type: ignore[arg-type]
+            {"migrated": []}, target_aware=True, concurrency=1, retries=0,
+            migration_timeout=900, timeout=60, mechanism=mt.HARVESTER_ACTION)

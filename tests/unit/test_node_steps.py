@@ -126,6 +126,27 @@ def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
     assert node_job._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
 
 
+def test_volumes_to_skip_reads_replicas_only_for_unhealthy_running_engines() -> None:
+    def eng(volume: str, state: str = "running") -> dict[str, Any]:
+        return {"metadata": {"name": f"{volume}-e-0", "labels": {"longhornvolume": volume}},
+                "status": {"currentState": state}}
+    # every running engine's volume healthy: the script waits for none, no Replica is read
+    kube = FakeKube({"Engine": [eng("a"), eng("b", "stopped")],
+                     "Volume": [vol("a", "healthy"), vol("b", "degraded", "detached")]},
+                    {"Replica": FORBIDDEN})
+    assert node_job._volumes_to_skip(kube, "n1") == []
+    # a degraded one: its replicas decide (a healthy one elsewhere: skipped), and a
+    # Replica list that fails fails the step
+    objects = {"Engine": [eng("a"), eng("c")],
+               "Volume": [vol("a", "healthy"), vol("c", "degraded")],
+               "Replica": [rep("c", "n2"), rep("c", "n1", running=False)]}
+    assert node_job._volumes_to_skip(FakeKube(objects), "n1") == ["c"]
+    assert node_job._volumes_to_skip(
+        FakeKube({**objects, "Replica": [rep("c", "n1")]}), "n1") == []
+    with pytest.raises(errors.NodeLoopError, match="Engines, Volumes and Replicas"):
+        node_job._volumes_to_skip(FakeKube(objects, {"Replica": FORBIDDEN}), "n1")
+
+
 def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
     pdb = {"metadata": {"name": "web", "namespace": "default"},
            "spec": {"selector": {"matchLabels": {"app": "web"}}},

@@ -57,10 +57,14 @@ VMI_FRESH_STEPS = ("gate", "evacuate", "restore")
 WRITE_TOUCHES = {c.VM: [c.VMI], c.VMIM: [c.VMI]}
 # the cluster-wide sets every step reads and the waits watch: followed by an informer for the
 # whole cycle (module_utils/harvester/informer.py); (api_version, kind, namespace)
-# (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up)
+# (VirtualMachineInstanceMigrations are read by the VMIs' names instead: finished ones pile up).
+# The Engines are read once per node, right before its pre-drain Job, as upgrade_node.sh
+# reads them (every running one): listed with the others while the node reboots instead of
+# between the node's last migration and that Job.
 INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS),
             (c.PLAN_API_VERSION, c.PLAN_KIND, None), (*c.POD, None), (*c.PDB, None),
-            (*c.LH_VOLUME, c.LONGHORN_NS), (*c.LH_REPLICA, c.LONGHORN_NS)}
+            (*c.LH_VOLUME, c.LONGHORN_NS), (*c.LH_REPLICA, c.LONGHORN_NS),
+            (*c.LH_ENGINE, c.LONGHORN_NS)}
 # sets a step reads by a label naming one node (the VMIs of the node being evacuated:
 # ``kubevirt.io/nodeName``): an informer per label selector, so that the cycle's cost does
 # not grow with the cluster (docs/performance.md "Node-scoped reads"). A plain read of the

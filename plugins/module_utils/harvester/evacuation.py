@@ -17,6 +17,7 @@ tests feed it plain Kubernetes objects (dicts) and act on the answer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +40,15 @@ def parse_quantity(value: Any) -> float:
         return 0.0
     if isinstance(value, (int, float)):
         return float(value)
-    m = _QTY.match(str(value).strip())
+    return _parse_text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> float:
+    # a cluster's pods repeat a few dozen request strings thousands of times
+    m = _QTY.match(text.strip())
     if not m or m.group(2) not in _MEM_SUFFIX:
-        raise ValueError(f"invalid quantity {value!r}")
+        raise ValueError(f"invalid quantity {text!r}")
     return float(m.group(1)) * _MEM_SUFFIX[m.group(2)]
 
 

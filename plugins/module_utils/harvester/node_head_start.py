@@ -413,8 +413,9 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
     check_phase(writer.refresh())
     if node in paused_nodes(writer.plan):
         return ""
-    writer.set_node_state(node, "PostDraining")
-    res = run_node_job(kube, writer, node, "post-drain", start_only=True)
+    with writer.events_held():   # the Job is what the node waits for; the Events can wait
+        writer.set_node_state(node, "PostDraining")
+        res = run_node_job(kube, writer, node, "post-drain", start_only=True)
     return str(res["job"]) if res.get("started") else ""
 
 

@@ -320,7 +320,14 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
     what = "Engines, Volumes and Replicas"
     why = f"tell which volumes are safe to drain {node} past"
     engines, vols = view if view is not None else _engine_view(kube, what, why)
-    if not engines:
+    unhealthy = []
+    for e in engines:
+        if (e.get("status") or {}).get("currentState") != "running":
+            continue
+        vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
+        if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy":
+            unhealthy.append(vol)
+    if not unhealthy:   # the script waits for none: no Replica to read
         return []
     try:
         replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
@@ -332,12 +339,7 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
         raise longhorn_unreadable(exc, what, why) from exc
     out = set()
     by_volume = replicas_by_volume(replicas)
-    for e in engines:
-        if (e.get("status") or {}).get("currentState") != "running":
-            continue
-        vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
-        if vol is None or (vol.get("status") or {}).get("robustness") == "healthy":
-            continue
+    for vol in unhealthy:
         if volume_at_risk(vol, node, by_volume.get(vol["metadata"]["name"], [])) is None:
             out.add(vol["metadata"]["name"])
     return sorted(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -75,6 +76,9 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
     run = run_id()
     known: set[str] = set()    # migrations this call created, adopted or counted
     first_round: list[bool] = []   # the first round of starts was made (``started``)
+    # the adoption patches of the action's migrations go out beside the wait (a lane freed
+    # meanwhile is fed without waiting for them)
+    labeller = _Labeller(kube)
 
     def start(move: ev.Move, migs: dict[str, dict[str, Any]]) -> None:
         key = move.vm.key
@@ -137,7 +141,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             return False
         mig = max(created, key=lambda m: str(m["metadata"].get("creationTimestamp") or ""))
         name = mig["metadata"]["name"]
-        kube.patch(VMI_API, VMIM_KIND, name, {"metadata": {
+        labeller.patch(VMI_API, VMIM_KIND, name, {"metadata": {
             "labels": {**labels, VMI_NAME_LABEL: move.vm.name},
             "annotations": {RUN_ANNOTATION: run, TARGET_ANNOTATION: str(info["target"])}}},
             ns)
@@ -307,6 +311,7 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
         return v is not None and active_vmi(v) and (v.get("status") or {}).get("nodeName") == node
 
     def pred(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+        labeller.check()
         if final_failed:
             raise _MigrationFailed(dict(final_failed))
         if feed:   # every one started, and each of Harvester's actions' migrations adopted
@@ -331,55 +336,92 @@ def migrate_all(kube: Kube, writer: PlanWriter, node: str, p: ev.EvacuationPlan,
             parts.append(f"queued: {', '.join(m.vm.key for m in queue_)}")
         return "; ".join(parts)
 
-    # the migrations of these VMs only (KubeVirt labels each with its VMI's name; finished
-    # ones pile up cluster-wide: 3,000 by the last node of a 100-node cluster)
-    vmims = Source(VMI_API, VMIM_KIND, label_selector=_vmim_selector(p.migrate))
-    if start_only:   # one decision on the current view: start what may start, leave
-        on_change({
-            "VirtualMachineInstance": {obj_key(o): o for o in node_vmis(kube, node)},
-            VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
-                VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
-        asked = [key for key, info in active.items() if not info["name"]]
-        if asked:   # what Harvester's actions created, in one list
-            now = {obj_key(o): o for o in kube.list_with_rv(
-                VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}
-            for key in asked:
-                if not adopt_created(key, now):
-                    active.pop(key)   # not created after all: the node's own cycle moves it
-        result["started"] = sorted(active)
-        return
-    # the VMIs labelled as on the node: one that leaves the set has moved (on_change)
-    sources = [Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)), vmims]
-    if feed:
+    def finish() -> None:
+        # the migrations of these VMs only (KubeVirt labels each with its VMI's name; finished
+        # ones pile up cluster-wide: 3,000 by the last node of a 100-node cluster)
+        vmims = Source(VMI_API, VMIM_KIND, label_selector=_vmim_selector(p.migrate))
+        if start_only:   # one decision on the current view: start what may start, leave
+            on_change({
+                "VirtualMachineInstance": {obj_key(o): o for o in node_vmis(kube, node)},
+                VMIM_KIND: {obj_key(o): o for o in kube.list_with_rv(
+                    VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}})
+            asked = [key for key, info in active.items() if not info["name"]]
+            if asked:   # what Harvester's actions created, in one list
+                now = {obj_key(o): o for o in kube.list_with_rv(
+                    VMI_API, VMIM_KIND, label_selector=vmims.label_selector)[0]}
+                for key in asked:
+                    if not adopt_created(key, now):
+                        active.pop(key)   # not created after all: the node's own cycle moves it
+            result["started"] = sorted(active)
+            return
+        # the VMIs labelled as on the node: one that leaves the set has moved (on_change)
+        sources = [Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)), vmims]
+        if feed:
+            try:
+                kube.wait(sources, pred, on_change=on_change, timeout=timeout, describe=describe,
+                          what=f"live migrations started off node {node}")
+            except _MigrationFailed as exc:
+                result["partial"] = (f"migration of {', '.join(sorted(exc.failed))} failed; "
+                                     f"{node}'s own cycle retries it")
+            except WaitTimeout:
+                result["partial"] = (f"not every migration started within {timeout:g}s; "
+                                     f"{node}'s own cycle moves the rest")
+            result["started"] = sorted(attempts)
+            return
         try:
             kube.wait(sources, pred, on_change=on_change, timeout=timeout, describe=describe,
-                      what=f"live migrations started off node {node}")
+                      what=f"live migrations off node {node}")
         except _MigrationFailed as exc:
-            result["partial"] = (f"migration of {', '.join(sorted(exc.failed))} failed; "
-                                 f"{node}'s own cycle retries it")
-        except WaitTimeout:
-            result["partial"] = (f"not every migration started within {timeout:g}s; "
-                                 f"{node}'s own cycle moves the rest")
-        result["started"] = sorted(attempts)
-        return
+            names = ", ".join(sorted(exc.failed))
+            detail = "; ".join(f"{k}: {v}" for k, v in sorted(exc.failed.items()))
+            msg = (f"live migration of VM(s) {names} off node {node} failed after "
+                   f"{retries + 1} attempt(s): {detail}; the VMs keep running on {node} and the "
+                   "node was not handed to Rancher")
+            writer.fail_node(node, "PreDrainFailed", "MigrationFailed", msg)
+            raise NodeLoopError(msg) from None
+        except WaitTimeout as exc:
+            stuck = ", ".join(sorted(active)) or ", ".join(m.vm.key for m in queue_)
+            msg = (f"evacuation of node {node} did not finish: VM(s) {stuck} still on the node; "
+                   f"{exc}")
+            writer.fail_node(node, "PreDrainFailed", "EvacuationTimeout", msg)
+            raise NodeLoopError(msg) from None
+        result["attempts"] = attempts
+
     try:
-        kube.wait(sources, pred, on_change=on_change, timeout=timeout, describe=describe,
-                  what=f"live migrations off node {node}")
-    except _MigrationFailed as exc:
-        names = ", ".join(sorted(exc.failed))
-        detail = "; ".join(f"{k}: {v}" for k, v in sorted(exc.failed.items()))
-        msg = (f"live migration of VM(s) {names} off node {node} failed after "
-               f"{retries + 1} attempt(s): {detail}; the VMs keep running on {node} and the "
-               "node was not handed to Rancher")
-        writer.fail_node(node, "PreDrainFailed", "MigrationFailed", msg)
-        raise NodeLoopError(msg) from None
-    except WaitTimeout as exc:
-        stuck = ", ".join(sorted(active)) or ", ".join(m.vm.key for m in queue_)
-        msg = (f"evacuation of node {node} did not finish: VM(s) {stuck} still on the node; "
-               f"{exc}")
-        writer.fail_node(node, "PreDrainFailed", "EvacuationTimeout", msg)
-        raise NodeLoopError(msg) from None
-    result["attempts"] = attempts
+        finish()
+    except BaseException:
+        labeller.close(quiet=True)   # the error that ended the wait is the one raised
+        raise
+    labeller.close()
+
+
+class _Labeller:
+    """Merge patches sent one after the other by a thread of their own; an error of one is
+    raised by :meth:`check` and :meth:`close` (which waits for them all), as the patch itself
+    would have raised it."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.pool: ThreadPoolExecutor | None = None
+        self.sent: list[Future[Any]] = []
+
+    def patch(self, api_version: str, kind: str, name: str, body: dict[str, Any],
+              namespace: str) -> None:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="adopt")
+        self.sent.append(self.pool.submit(self.kube.patch, api_version, kind, name, body,
+                                          namespace))
+
+    def check(self) -> None:
+        for f in self.sent:
+            if f.done() and f.exception() is not None:
+                raise f.exception()  # type: ignore[misc]
+
+    def close(self, quiet: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        if not quiet:
+            self.check()
 
 
 def _migration_failure(m: dict[str, Any], vmi: dict[str, Any] | None) -> str:

@@ -22,7 +22,8 @@ the same, but an error saying why when there is no plan to work on).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -406,6 +407,19 @@ class PlanWriter:
         they are sent loses only them."""
         if self._held_events is None:
             self._held_events = []
+
+    @contextlib.contextmanager
+    def events_held(self) -> Iterator[None]:
+        """:meth:`hold_events` for the writes inside, :meth:`send_events` at its end — unless
+        the Events are held already (the holder sends them)."""
+        if self._held_events is not None:
+            yield
+            return
+        self.hold_events()
+        try:
+            yield
+        finally:
+            self.send_events()
 
     def send_events(self) -> None:
         """Send the Events :meth:`hold_events` kept back, in their order; stop holding."""
