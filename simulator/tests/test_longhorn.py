@@ -265,6 +265,45 @@ def test_instance_manager_pdb_blocks_the_last_healthy_replica(
              what="PDB gone once nothing healthy is left to protect")
 
 
+def _sole_nodes_from_scratch(lh: Any) -> set[str]:
+    out = set()
+    for v in lh.vols.values():
+        if not v.attached:
+            continue
+        nodes = {lh.reps[rn].node for rn in lh.reps_by_vol.get(v.name, ())
+                 if rn in lh.reps and lh.reps[rn].healthy}
+        if len(nodes) == 1:
+            out |= nodes
+    return out
+
+
+def test_last_replica_nodes_follow_every_change_of_replicas_and_attachment(
+        world_factory: Callable[..., World]) -> None:
+    """The nodes holding an attached volume's only healthy replicas are kept per volume,
+    recomputed for the volumes changed since the last sync: at each step they are what a
+    scan of every volume finds."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    lh = w.controllers["longhorn"]
+
+    def both() -> tuple[set[str], set[str]]:
+        return w.runtime.run_sync(lambda: (lh.last_replica_nodes(),
+                                           _sole_nodes_from_scratch(lh)))
+    assert both() == (set(), set())          # detached: nothing to protect
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    assert both() == (set(), set())          # three nodes hold healthy replicas
+    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=2))
+    wait_for(lambda: robustness(w) == "degraded")
+    inc, full = both()
+    assert inc == full and len(inc) == 1
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default")
+    wait_for(lambda: (volume(w).get("status") or {}).get("state") == "detached",
+             what="detached")
+    assert both() == (set(), set())          # detached again: no PDB wanted
+
+
 def test_volume_degraded_fault_heals(world_factory: Callable[..., World]) -> None:
     w = world_factory(faults=[{"kind": "volume_degraded", "target": {"volume": "pvc-1"},
                                "times": 1, "heal_after_s": 30}])

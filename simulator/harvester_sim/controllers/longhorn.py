@@ -146,6 +146,10 @@ class Longhorn:
         self.nodes: dict[str, Obj] = {}
         self.rebooted: set[str] = set()
         self.pdbs: set[str] = set()
+        # attached volume -> the one node holding all its healthy replicas (last_replica_nodes),
+        # kept per volume: recomputed only for the volumes changed since the last sync
+        self._sole: dict[str, str] = {}
+        self._changed: set[str] = set()
         self.claim_vol: dict[Key, str] = {}
         self.pod_vols: dict[Key, list[str]] = {}
         self._pdb_queued = False
@@ -375,6 +379,7 @@ class Longhorn:
         name = md["name"]
         if type_ == "DELETED":
             self.vols.pop(name, None)
+            self._changed.add(name)
             self._queue_pdbs()
             return
         if md.get("deletionTimestamp"):
@@ -384,6 +389,7 @@ class Longhorn:
         v = self.vols.get(name)
         st = obj.get("status") or {}
         if v is None:
+            self._changed.add(name)
             v = self.vols[name] = Vol(name, int(spec.get("numberOfReplicas") or 3),
                                       attached=str(st.get("currentNodeID") or "")
                                       if st.get("state") == "attached" else "")
@@ -438,6 +444,7 @@ class Longhorn:
                     managed=True)
             self.reps[rname] = r
             self.reps_by_vol.setdefault(v.name, set()).add(rname)
+            self._changed.add(v.name)
             have.append(r)
             used.add(node)
 
@@ -473,6 +480,7 @@ class Longhorn:
             r = self.reps.pop(name, None)
             if r is not None:
                 self.reps_by_vol.get(r.volume, set()).discard(name)
+                self._changed.add(r.volume)
             return
         healthy = (obj.get("status") or {}).get("currentState") == "running" and \
             not spec.get("failedAt")
@@ -482,12 +490,15 @@ class Longhorn:
                                       str(spec.get("nodeID") or ""), healthy,
                                       cause="" if healthy else "initial")
             self.reps_by_vol.setdefault(r.volume, set()).add(name)
+            self._changed.add(r.volume)
         elif not r.rebuilding and not r.managed:
             r.healthy = healthy
+            self._changed.add(r.volume)
 
     def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False) -> None:
         r.managed = True
         r.healthy = healthy
+        self._changed.add(r.volume)
         r.rebuilding = rebuilding
         now = self._now()
 
@@ -613,6 +624,7 @@ class Longhorn:
         r = Rep(rname, v.name, node, False, cause="new")
         self.reps[rname] = r
         self.reps_by_vol.setdefault(v.name, set()).add(rname)
+        self._changed.add(v.name)
         self.world.timeline.record("replica_replenished", volume=v.name, replica=rname,
                                    node=node,
                                    waited_s=round(self.world.clock.now() - v.degraded_at, 1))
@@ -625,6 +637,7 @@ class Longhorn:
         if node == v.attached:
             return
         v.attached = node
+        self._changed.add(v.name)
         if node:
             # attaching starts the replicas (volume_controller.go
             # ``openVolumeDependentResources``): one whose instance manager cannot launch it
@@ -742,26 +755,31 @@ class Longhorn:
 
     def last_replica_nodes(self) -> set[str]:
         """Nodes holding the only healthy replica(s) of an attached volume."""
-        out: set[str] = set()
-        reps, by_vol = self.reps, self.reps_by_vol
-        # runs after every batch of replica changes over all 3,000 volumes at 100 nodes:
-        # one pass per volume that stops at its second node, no set per volume
-        for v in self.vols.values():
-            if not v.attached:
-                continue
-            node: str | None = None
-            for rn in by_vol.get(v.name, ()):
-                r = reps.get(rn)
-                if r is None or not r.healthy:
-                    continue
-                if node is None:
-                    node = r.node
-                elif r.node != node:
-                    break
+        for name in self._changed:
+            node = self._sole_node(name)
+            if node:
+                self._sole[name] = node
             else:
-                if node is not None:
-                    out.add(node)
-        return out
+                self._sole.pop(name, None)
+        self._changed.clear()
+        return set(self._sole.values())
+
+    def _sole_node(self, volume: str) -> str:
+        """The node all of ``volume``'s healthy replicas sit on, when it is attached and has
+        healthy replicas on one node only; ``""`` otherwise."""
+        v = self.vols.get(volume)
+        if v is None or not v.attached:
+            return ""
+        node = ""
+        for rn in self.reps_by_vol.get(volume, ()):
+            r = self.reps.get(rn)
+            if r is None or not r.healthy:
+                continue
+            if not node:
+                node = r.node
+            elif r.node != node:
+                return ""
+        return node
 
     def _sync_pdbs(self) -> None:
         self._pdb_queued = False
