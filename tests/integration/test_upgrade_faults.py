@@ -124,11 +124,15 @@ class FaultRun:
 
 SPECS: dict[str, Spec] = {
     # 3 % of the requests answer 503, each request waits 20 ms more, 3 % of the writes get a
-    # 409 Conflict, every watch stream is cut once it has run 300 simulated seconds
+    # 409 Conflict and so do the first two writes to the UpgradePlan after 300 simulated
+    # seconds (the 3 % alone miss all of a three-node run's ~100 writes one run in twenty),
+    # every watch stream is cut once it has run 300 simulated seconds
     "api": Spec([
         {"kind": "api_error", "trigger": {"probability": 0.03}, "code": 503},
         {"kind": "api_latency", "seconds": 0.02},
         {"kind": "api_conflict", "trigger": {"probability": 0.03}},
+        {"kind": "api_conflict", "target": {"resource": "upgradeplans"}, "trigger": {"at": 300},
+         "times": 2},
         {"kind": "watch_cut", "trigger": {"at": 300}, "seconds": 300},
     ]),
     # the first ISO download corrupt, the second cut short, the third slow; the first
