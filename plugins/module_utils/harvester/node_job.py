@@ -5,7 +5,7 @@ upgrade Job followed by the wait for the node to come back Ready on the new OS
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -300,14 +300,23 @@ def _engines_settled(kube: Kube, view: EngineView | None = None) -> str | None:
     stopped). ``view``: an :func:`_engine_view` read just now (None: read here)."""
     engines, vols = view if view is not None else _engine_view(
         kube, "Engines and Volumes", "tell whether the stopped VMs' volumes detached")
+    for name, vol in _running_engine_volumes(engines, vols):
+        state = ((vol or {}).get("status") or {}).get("state")
+        if vol is not None and state != "attached":
+            return f"volume {name} is {state or 'changing state'}"
+    return None
+
+
+def _running_engine_volumes(engines: list[dict[str, Any]], vols: dict[str, dict[str, Any]]
+                            ) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """The volume of each running engine, as the pre-drain script reads them: its name (the
+    engine's ``longhornvolume`` label) and the Volume (None when there is none by that
+    name)."""
     for e in engines:
         if (e.get("status") or {}).get("currentState") != "running":
             continue
-        vol = ((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", "")
-        state = ((vols.get(vol) or {}).get("status") or {}).get("state")
-        if vol in vols and state != "attached":
-            return f"volume {vol} is {state or 'changing state'}"
-    return None
+        name = ((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", "")
+        yield name, vols.get(name)
 
 
 def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> list[str]:
@@ -320,13 +329,8 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
     what = "Engines, Volumes and Replicas"
     why = f"tell which volumes are safe to drain {node} past"
     engines, vols = view if view is not None else _engine_view(kube, what, why)
-    unhealthy = []
-    for e in engines:
-        if (e.get("status") or {}).get("currentState") != "running":
-            continue
-        vol = vols.get(((e.get("metadata") or {}).get("labels") or {}).get("longhornvolume", ""))
-        if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy":
-            unhealthy.append(vol)
+    unhealthy = [vol for _name, vol in _running_engine_volumes(engines, vols)
+                 if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy"]
     if not unhealthy:   # the script waits for none: no Replica to read
         return []
     try:
