@@ -1,6 +1,6 @@
 """Parsing response bodies: a large one (a list of a cluster-wide set) is parsed with the
-cyclic garbage collector paused, and the collector is left as it was found afterwards, also
-when the parse fails and when threads parse side by side."""
+cyclic garbage collector paused and what it parsed is frozen, and the collector is left as it
+was found afterwards, also when the parse fails and when threads parse side by side."""
 
 from __future__ import annotations
 
@@ -47,6 +47,22 @@ def test_large_body_parsed_with_gc_paused_then_resumed(seen: list[bool]) -> None
     assert len(parsed["items"]) == 5000
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_a_large_body_is_left_out_of_later_collections(seen: list[bool]) -> None:
+    """What a large body parsed to is frozen: the informers keep it for the whole call and
+    the collector's later passes would walk it again (docs/performance.md)."""
+    before = gc.get_freeze_count()
+    try:
+        parsed = client.loads_body(body(5000))
+        assert gc.get_freeze_count() >= before + 5000   # at least each item
+        assert gc.isenabled()
+        frozen = gc.get_freeze_count()
+        small = client.loads_body(body(3))
+        assert gc.get_freeze_count() == frozen   # a small one is not
+        assert len(parsed["items"]) == 5000 and len(small["items"]) == 3
+    finally:
+        gc.unfreeze()
 
 
 def test_small_body_leaves_gc_alone(seen: list[bool]) -> None:

@@ -22,7 +22,10 @@ itself, most of all for the lists of VMIs and pods (docs/performance.md).
 A large body (a list of a cluster-wide set) is parsed with Python's cyclic garbage collector
 paused (:func:`loads_body`): parsing allocates millions of dicts and lists at once, and each
 full collection this sets off walks every object the process already holds, costing more
-than the parsing itself on a big cluster (docs/performance.md).
+than the parsing itself on a big cluster (docs/performance.md). What it parsed is then
+frozen (``gc.freeze``): the informers keep those objects for the whole call, and every later
+collection would walk them again, although parsed JSON never holds a reference cycle; frozen
+objects are still freed by their reference counts.
 """
 
 from __future__ import annotations
@@ -105,13 +108,16 @@ def _resume_gc() -> None:
 
 def loads_body(data: bytes | bytearray | str) -> Any:
     """``json.loads`` a response body; one of :data:`BIG_BODY` or more with the cyclic garbage
-    collector paused (see the module doc). Parsed JSON holds no reference cycles, so nothing
-    is left for the collector; it runs again once no thread parses a large body."""
+    collector paused and its objects frozen (see the module doc). Parsed JSON holds no
+    reference cycles, so nothing is left for the collector; it runs again once no thread
+    parses a large body."""
     if len(data) < BIG_BODY:
         return json.loads(data)
     _pause_gc()
     try:
-        return json.loads(data)
+        parsed = json.loads(data)
+        gc.freeze()
+        return parsed
     finally:
         _resume_gc()
 
