@@ -278,6 +278,43 @@ def test_list_by_label_follows_creates_label_changes_and_deletes(store: Store) -
     assert [o["metadata"]["name"] for o in items] == ["c3", "c4"] and cont is None
 
 
+def test_list_of_pods_by_node_follows_binding_and_deletes(store: Store) -> None:
+    """The pods-by-node index answers ``spec.nodeName=<node>`` exactly as a scan does."""
+    pod_rt = rt(store, "", "pods")
+    store.create(rt(store, "", "namespaces"), {"metadata": {"name": "other"}})
+
+    def pod(name: str, node: str = "", ns: str = "default") -> None:
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+        if node:
+            spec["nodeName"] = node
+        store.create(pod_rt, {"metadata": {"name": name}, "spec": spec}, ns)
+
+    def on(node: str, ns: str | None = "default", sel: str | None = None) -> list[str]:
+        return [o["metadata"]["name"] for o in store.list(
+            pod_rt, ns, sel, f"spec.nodeName={node}")[0]]
+
+    def scan(node: str, ns: str | None = "default") -> list[str]:
+        return sorted(o["metadata"]["name"] for o in store.list(pod_rt, ns)[0]
+                      if (o.get("spec") or {}).get("nodeName", "") == node)
+
+    for i in range(6):
+        pod(f"p{i}", f"n{i % 3}")
+    pod("q0", "n0", "other")
+    pod("unbound")
+    assert on("n0") == ["p0", "p3"] and on("n0", None) == ["p0", "p3", "q0"]
+    assert on("n9") == [] and on("") == ["unbound"]
+    # bound by the scheduler (an update from no node to one)
+    store.modify(pod_rt, "default", "unbound", lambda o: {
+        **o, "spec": {**o["spec"], "nodeName": "n2"}})
+    assert on("n2") == ["p2", "p5", "unbound"] and on("") == []
+    store.delete(pod_rt, "default", "p5", grace_period=0)
+    store.modify(pod_rt, "default", "p2", lambda o: {**o, "metadata": {
+        **o["metadata"], "labels": {"a": "b"}}})
+    assert on("n2") == ["p2", "unbound"] and on("n2", sel="a=b") == ["p2"]
+    for node in ("n0", "n1", "n2", "n9", ""):
+        assert on(node) == scan(node) and on(node, None) == scan(node, None), node
+
+
 # ---------------------------------------------------------------- GC
 def _owned(store: Store, owner: dict[str, Any], name: str) -> dict[str, Any]:
     cm_rt = rt(store, "", "configmaps")

@@ -231,3 +231,40 @@ def test_stopping_the_runtime_frees_the_clock() -> None:
     while c.now() < start + 20 * LEAD * SPEED:
         assert time.monotonic() < deadline, "simulated time stopped with the runtime"
         time.sleep(0.02)
+
+
+@pytest.mark.parametrize("timer_first", [True, False], ids=["timer-then-events",
+                                                            "events-then-timer"])
+def test_a_timer_that_falls_due_runs_before_the_events_still_queued(timer_first: bool) -> None:
+    """A burst of queued steps (a node's replicas failing at once) does not hold back a timer
+    that falls due meanwhile (a drain's poll), whether it was set before or after the burst
+    was queued."""
+    c = Clock(1000.0, lead=1.0)
+    rt = Runtime(Store(Registry(), c), c)
+    rt.start()
+    order: list[str] = []
+
+    def busy(i: int) -> None:
+        end = time.monotonic() + 0.0005
+        while time.monotonic() < end:
+            pass
+        order.append(f"step {i}")
+
+    def burst() -> None:
+        if timer_first:
+            rt.after(5.0, lambda: order.append("timer"))   # due 5 ms of wall time later
+        for i in range(200):                                # ~100 ms of queued work
+            rt.call_soon(lambda i=i: busy(i))
+        if not timer_first:
+            rt.after(5.0, lambda: order.append("timer"))
+
+    try:
+        rt.run_sync(burst)
+        rt.run_sync(lambda: None, timeout=30)
+        deadline = time.monotonic() + 30
+        while "timer" not in order and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        rt.stop()
+    assert "timer" in order
+    assert order.index("timer") < 150, order.index("timer")

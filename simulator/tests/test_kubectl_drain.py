@@ -117,6 +117,14 @@ def test_drain_timeout_fails_with_kubectls_text(world: World) -> None:
 
 def test_drain_without_ignore_daemonsets_evicts_nothing(world: World) -> None:
     c = world.client
+
+    def daemonset_pod_on_node_3() -> bool:
+        return any(o.get("kind") == "DaemonSet"
+                   for p in c.list("v1", "Pod", field_selector="spec.nodeName=node-3")
+                   for o in p["metadata"].get("ownerReferences") or [])
+
+    # what the drain refuses must be there first (the world has just started)
+    wait_for(daemonset_pod_on_node_3, what="a DaemonSet's pod on node-3")
     before = {p["metadata"]["uid"] for p in c.list("v1", "Pod",
                                                    field_selector="spec.nodeName=node-3")}
     drain_pod(world, "drain-ds", "node-3", "--force", "--delete-emptydir-data")

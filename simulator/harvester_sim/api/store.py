@@ -32,6 +32,7 @@ Obj = dict[str, Any]
 AdmissionHook = Callable[[str, ResourceType, Obj, "Obj | None", "str | None"], None]
 
 HISTORY_LIMIT = 100_000
+_PODS = ("", "pods")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _STATUS_ONLY_ON_CREATE_KEPT = {"Pod", "Namespace"}
@@ -214,6 +215,10 @@ class Store:
         # list by an equality selector (a VM's migrations among 3,000, an instance manager's
         # pods) reads the smallest of its sets instead of every object of the kind
         self._labels: dict[tuple[str, str], dict[tuple[str, str], set[tuple[str, str]]]] = {}
+        # node name -> keys of the pods bound to it: kube-apiserver's watch cache indexes pods
+        # by ``spec.nodeName`` (pkg/registry/core/pod ``NodeNameIndexFunc``), so a list by
+        # that field (a drain's) does not read every pod of the cluster
+        self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
         self.admission: list[AdmissionHook] = []
         self.validators: dict[tuple[str, str],
                               Callable[[Obj, Obj | None], list[dict[str, str]]]] = {}
@@ -247,8 +252,21 @@ class Store:
 
     def _index_labels(self, rkey: tuple[str, str], key: tuple[str, str], new: Obj | None,
                       old: Obj | None) -> None:
-        """Keep ``_labels`` in step with one stored object replaced (``old`` -> ``new``; None
-        for none). Called wherever a bucket entry is stored or dropped."""
+        """Keep ``_labels`` (and, for pods, ``_pods_by_node``) in step with one stored
+        object replaced (``old`` -> ``new``; None for none). Called wherever a bucket entry is
+        stored or dropped."""
+        if rkey == _PODS:
+            on = (old.get("spec") or {}).get("nodeName") if old is not None else None
+            nn = (new.get("spec") or {}).get("nodeName") if new is not None else None
+            if on != nn:
+                if on:
+                    s = self._pods_by_node.get(on)
+                    if s is not None:
+                        s.discard(key)
+                        if not s:
+                            del self._pods_by_node[on]
+                if nn:
+                    self._pods_by_node.setdefault(nn, set()).add(key)
         ol = (old["metadata"].get("labels") or {}) if old is not None else {}
         nl = (new["metadata"].get("labels") or {}) if new is not None else {}
         if ol is nl:
@@ -394,6 +412,11 @@ class Store:
                         fewest = keys
                 if fewest is not None and len(fewest) < len(bucket):
                     items = [(k, bucket[k]) for k in fewest]
+            node = fsel.value_of("spec.nodeName") if rt.key == _PODS else None
+            if node:   # (not the unbound pods' "": those are not indexed)
+                keys = self._pods_by_node.get(node, set())
+                if not isinstance(items, list) or len(keys) < len(items):
+                    items = [(k, bucket[k]) for k in keys]
             matched: list[tuple[tuple[str, str], Obj]] = []
             for k, obj in items:
                 if ns_filter is not None and k[0] != ns_filter:

@@ -348,30 +348,55 @@ class Longhorn:
             not obj["metadata"].get("deletionTimestamp")
         was = self.im_up.get(node)
         self.im_up[node] = up
+        # Each of the node's replicas is handled in a runtime step of its own, as Longhorn's
+        # replica controller takes them one by one from its work queue: a node's hundred
+        # replicas do not hold back the steps of other controllers that fall due meanwhile
+        # (the drain's poll, the evicted pod's termination).
+        call_soon = self.world.runtime.call_soon
         if was and not up:
-            # Only replicas with a running process die with the instance manager: those of
-            # attached volumes. A detached volume's replicas are stopped, their data stays on
-            # the node's disk (they fail if the volume attaches while the node is down).
             for r in [r for r in self.reps.values() if r.node == node]:
-                if self._attached(r.volume):
-                    self._fail_replica(r, "instance manager on the node is gone")
+                call_soon(lambda r=r: self._im_gone(r, node))
         elif up and not was:
-            for r in [r for r in self.reps.values() if r.node == node and not r.healthy]:
-                if r.cause == "pending":   # a new, empty replica: nothing to rebuild
-                    r.cause = ""
-                    self._set_replica(r, True)
-                elif r.cause == "im" and self._needs_replica(r.volume):
-                    self._rebuild(r)
-            # other failed replicas on the node became reusable again: the volume
-            # controller's next pass reuses them (one at a time)
-            for vol in sorted({r.volume for r in self.reps.values()
-                               if r.node == node and not r.healthy and not r.rebuilding}):
-                v = self.vols.get(vol)
-                if v is not None and v.degraded_at is not None:
-                    self._schedule_replenish(v, 0.0)
+            # after the steps of its going down still queued, whose failures it rebuilds
+            call_soon(lambda: self._im_started(node))
         if type_ == "DELETED" or phase in ("Failed", "Succeeded"):
             self.world.runtime.after(1.0, lambda: self._ensure_im(node))
         self._queue_pdbs()
+
+    def _im_gone(self, r: Rep, node: str) -> None:
+        """Only replicas with a running process die with the instance manager: those of
+        attached volumes. A detached volume's replicas are stopped, their data stays on the
+        node's disk (they fail if the volume attaches while the node is down)."""
+        if self.reps.get(r.name) is r and self._attached(r.volume):
+            self._fail_replica(r, "instance manager on the node is gone")
+
+    def _im_started(self, node: str) -> None:
+        if not self.im_up.get(node):
+            return
+        call_soon = self.world.runtime.call_soon
+        for r in [r for r in self.reps.values() if r.node == node and not r.healthy]:
+            call_soon(lambda r=r: self._im_back(r, node))
+        call_soon(lambda: self._reuse_failed(node))
+
+    def _im_back(self, r: Rep, node: str) -> None:
+        if not self.im_up.get(node) or self.reps.get(r.name) is not r or r.healthy:
+            return
+        if r.cause == "pending":   # a new, empty replica: nothing to rebuild
+            r.cause = ""
+            self._set_replica(r, True)
+        elif r.cause == "im" and self._needs_replica(r.volume):
+            self._rebuild(r)
+
+    def _reuse_failed(self, node: str) -> None:
+        """The node's other failed replicas became reusable again: the volume controller's
+        next pass reuses them (one at a time)."""
+        if not self.im_up.get(node):
+            return
+        for vol in sorted({r.volume for r in self.reps.values()
+                           if r.node == node and not r.healthy and not r.rebuilding}):
+            v = self.vols.get(vol)
+            if v is not None and v.degraded_at is not None:
+                self._schedule_replenish(v, 0.0)
 
     # ------------------------------------------------------------------ volumes / replicas
     def _on_volume(self, type_: str, obj: Obj, old: Obj | None) -> None:

@@ -5,7 +5,8 @@ simulated times (``after``). Everything a controller does happens on this thread
 at a time, so controllers need no locks of their own. Store events reach the runtime
 through a queue the store fills right after each commit.
 
-Timers are kept on simulated time: ``after(s, fn)`` is due at ``clock.now() + s``. The loop
+Timers are kept on simulated time: ``after(s, fn)`` is due at ``clock.now() + s``; a timer
+that falls due while events are queued runs before the events still waiting. The loop
 ticks the clock (``Clock.tick``) on every iteration and wakes at least every
 ``clock.tick_interval`` wall seconds, so simulated time never runs more than ``clock.lead``
 wall seconds ahead of the loop: while this thread is stalled the clock is held, and a timer
@@ -52,6 +53,7 @@ class Runtime:
         self._seq = itertools.count()
         self._handlers: dict[tuple[str, str], list[Handler]] = {}
         self._thread: threading.Thread | None = None
+        self._ident: int | None = None
         self._stopping = False
         self.errors: list[str] = []
         self.busy_seconds = 0.0
@@ -66,7 +68,13 @@ class Runtime:
         """Run ``fn`` on the runtime thread after ``sim_seconds`` of simulated time."""
         t = Timer()
         due = self.clock.now() + max(0.0, sim_seconds)
-        self._queue.put(("timer", due, fn, t))
+        if sim_seconds > 0 and threading.get_ident() == self._ident:
+            # on the runtime thread: straight onto the heap, so that it falls due at its
+            # time and not behind the events queued meanwhile (a delay of 0 stays behind
+            # them: "once what is queued now is handled")
+            heapq.heappush(self._heap, (due, next(self._seq), fn, t))
+        else:
+            self._queue.put(("timer", due, fn, t))
         return t
 
     def call_soon(self, fn: Callable[[], None]) -> None:
@@ -111,6 +119,7 @@ class Runtime:
             self._run(item[1])
 
     def _loop(self) -> None:
+        self._ident = threading.get_ident()
         try:
             self._run_loop()
         finally:
@@ -138,8 +147,13 @@ class Runtime:
             if item[0] == "stop":
                 return
             self._dispatch(item)
-            # drain whatever else is queued before looking at timers again
+            # drain whatever else is queued, but a timer that falls due goes first: a burst
+            # of events (a node's replicas failing at once) must not hold back a step that
+            # is due (a drain's poll, a pod's termination), as separate controllers would not
+            heap = self._heap
             for _ in range(1000):
+                if heap and heap[0][0] <= clock.now():
+                    break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
