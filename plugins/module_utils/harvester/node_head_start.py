@@ -89,6 +89,10 @@ HEAD_START_OPTIONS: dict[str, dict[str, Any]] = {
 ANSWERED_STATES = ("PreDrained", "PostDraining", "WaitingReboot")
 # how long the head start lets its Node view catch up with Rancher's order (await_back)
 NODE_VIEW_CATCH_UP_S = 5.0
+# the taints kube-controller-manager's node lifecycle controller keeps in step with a Node's
+# spec.unschedulable and Ready condition (TaintNodesByCondition)
+LIFECYCLE_TAINTS = ("node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready",
+                    "node.kubernetes.io/unreachable")
 
 
 def answered_already(plan: dict[str, Any], play: list[str], node: str = "") -> str:
@@ -221,14 +225,20 @@ def await_back(kube: Kube, node: str, timeout: float = NODE_VIEW_CATCH_UP_S) -> 
     Rancher uncordons a node (machinedrain's undrain) before its planner asks to drain the
     next one, so once the next node's pre-drain is seen, the node just done is back at the
     server; but the Node view is a watch of its own beside the Secrets' and may show it a
-    moment later. An evacuation planned on a view that still shows it cordoned leaves out the
-    one upgraded target and sends the VMs to nodes upgraded after it, to move again. False
-    past ``timeout`` (an operator's cordon, the node NotReady again): the evacuation is then
+    moment later. And the ``node.kubernetes.io/unschedulable`` taint that mirrors the cordon
+    (and ``not-ready`` / ``unreachable``, which mirror the Ready condition) goes in a write of
+    the node lifecycle controller of its own, after the uncordon: a view between the two still
+    has the node untolerated by every VM (``evacuation.schedulable_for``). An evacuation
+    planned on a view that still shows it cordoned or tainted leaves out the one upgraded
+    target and sends the VMs to nodes upgraded after it, to move again. False past
+    ``timeout`` (an operator's cordon, the node NotReady again): the evacuation is then
     planned on the view as it is, as before."""
     def back(view: dict[str, dict[str, dict[str, Any]]]) -> bool:
         for n in view["Node"].values():
             if (n.get("metadata") or {}).get("name") == node:
-                return no.node_ready(n) and not (n.get("spec") or {}).get("unschedulable")
+                return no.node_ready(n) and not (n.get("spec") or {}).get("unschedulable") \
+                    and not any(t.get("key") in LIFECYCLE_TAINTS
+                                for t in (n.get("spec") or {}).get("taints") or [])
         return False
 
     try:
