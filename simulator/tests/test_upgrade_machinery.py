@@ -752,3 +752,51 @@ def test_downward_api_paths_the_apiserver_refuses_show_no_file(world: World) -> 
     ctx = ProgramContext(world, world.client, pod, whole, "node-1", {})
     assert host_scripts.pod_file_exists(ctx, "/etc/skip/skip-vol-a")
     assert not host_scripts.pod_file_exists(ctx, "/etc/skip/abs")
+
+
+# ------------------------------------------------------------------ pre-drain: Longhorn wait
+def test_pre_drain_reads_each_volume_as_it_is_after_a_wait() -> None:
+    """``wait_longhorn_engines`` reads each running engine's volume with its own ``kubectl
+    get``: a volume that turned unhealthy while the script waited for an earlier one is
+    waited for too, not judged on what the volumes were before the wait."""
+    from harvester_sim.programs import toolkit
+    from harvester_sim.programs.base import ProgramContext
+    from harvester_sim.scenarios import loader
+
+    lh, ns = "longhorn.io/v1beta2", "longhorn-system"
+    # without Longhorn: the test sets the volumes' robustness itself
+    w = World(loader.load("three-node"), speed=SPEED, without=("longhorn",))
+    w.start()
+    try:
+        c = w.client
+        vols = sorted(v["metadata"]["name"] for v in c.list(lh, "Volume", ns))[:2]
+        for i, vol in enumerate(vols):
+            c.create({"apiVersion": lh, "kind": "Engine",
+                      "metadata": {"name": f"e{i}", "namespace": ns,
+                                   "labels": {"longhornvolume": vol}},
+                      "spec": {"volumeName": vol}})
+
+            def running(cur: dict[str, Any]) -> dict[str, Any]:
+                cur.setdefault("status", {})["currentState"] = "running"
+                return cur
+            c.modify(lh, "Engine", f"e{i}", running, ns, "status")
+
+        def robustness(vol: str, value: str) -> None:
+            def fn(cur: dict[str, Any]) -> dict[str, Any]:
+                cur.setdefault("status", {})["robustness"] = value
+                return cur
+            c.modify(lh, "Volume", vol, fn, ns, "status")
+
+        pod = {"metadata": {"name": "pre-drain", "uid": "u"}, "spec": {}}
+        ctx = ProgramContext(w, c, pod, {"name": "apply"}, "node-1", {})
+        prog = toolkit._wait_longhorn_engines(ctx, "node-1", "v9.9.9+rke2r1")
+        robustness(vols[0], "degraded")
+        assert next(prog) == 10.0            # the first volume is waited for
+        robustness(vols[1], "degraded")      # meanwhile the second one degrades
+        robustness(vols[0], "healthy")
+        assert next(prog) == 10.0            # and is waited for in turn
+        robustness(vols[1], "healthy")
+        with pytest.raises(StopIteration):
+            next(prog)
+    finally:
+        w.stop()

@@ -629,20 +629,19 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
         engines = ctx.client.list_refs("longhorn.io/v1beta2", "Engine", "longhorn-system")
     except Exception as exc:  # noqa: BLE001 - pipefail: kubectl's failure ends the script
         raise ScriptExit(1, f"error: engines.longhorn.io: {exc}") from exc
-    # one `kubectl get volumes.longhorn.io/<volume>` per running engine: the first look
-    # at each volume is taken from one read of them all (the same objects, the loop does
-    # not yield while they are healthy); a volume waited for is read again each time
-    volumes = {v["metadata"]["name"]: v for v in ctx.client.list_refs(
-        "longhorn.io/v1beta2", "Volume", "longhorn-system")}
+    # one `kubectl get volumes.longhorn.io/<volume>` per running engine: while no simulated
+    # time passes (no wait yet) those reads see what one read of all volumes saw; after a
+    # wait each volume is read as it is then
+    volumes: dict[str, dict[str, Any]] | None = {
+        v["metadata"]["name"]: v for v in ctx.client.list_refs(
+            "longhorn.io/v1beta2", "Volume", "longhorn-system")}
     for eng in engines:
         if (eng.get("status") or {}).get("currentState") != "running":
             continue
         vol = (eng["metadata"].get("labels") or {}).get("longhornvolume", "")
-        first = True
         while True:
-            v = (volumes.get(vol) if first else ctx.client.peek(
+            v = (volumes.get(vol) if volumes is not None else ctx.client.peek(
                 "longhorn.io/v1beta2", "Volume", vol, "longhorn-system")) or {}
-            first = False
             if len(nodes) > 2:
                 if (v.get("status") or {}).get("robustness") == "healthy":
                     break
@@ -660,6 +659,7 @@ def _wait_longhorn_engines(ctx: ProgramContext, node: str, rke2: str) -> Prog:
                 break
             ctx.log(f"Waiting for volume {vol} to be healthy...")
             yield 10.0
+            volumes = None
     return 0
 
 
