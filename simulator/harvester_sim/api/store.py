@@ -216,7 +216,8 @@ class Store:
         # pods) reads the smallest of its sets instead of every object of the kind
         self._labels: dict[tuple[str, str], dict[tuple[str, str], set[tuple[str, str]]]] = {}
         # node name -> keys of the pods bound to it: kube-apiserver's watch cache indexes pods
-        # by ``spec.nodeName`` (pkg/registry/core/pod ``NodeNameIndexFunc``), so a list by
+        # by ``spec.nodeName`` (kubernetes/kubernetes pkg/registry/core/pod/strategy.go
+        # ``NodeNameIndexFunc``, the pod storage's ``Indexers``), so a list by
         # that field (a drain's) does not read every pod of the cluster
         self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
         self.admission: list[AdmissionHook] = []

@@ -349,9 +349,10 @@ class Longhorn:
         was = self.im_up.get(node)
         self.im_up[node] = up
         # Each of the node's replicas is handled in a runtime step of its own, as Longhorn's
-        # replica controller takes them one by one from its work queue: a node's hundred
-        # replicas do not hold back the steps of other controllers that fall due meanwhile
-        # (the drain's poll, the evicted pod's termination).
+        # replica controller (controller/replica_controller.go) takes them one by one from
+        # its work queue: a node's hundred replicas do not hold back the steps of other
+        # controllers that fall due meanwhile (the drain's poll, the evicted pod's
+        # termination).
         call_soon = self.world.runtime.call_soon
         if was and not up:
             for r in [r for r in self.reps.values() if r.node == node]:

@@ -6,7 +6,8 @@ at a time, so controllers need no locks of their own. Store events reach the run
 through a queue the store fills right after each commit.
 
 Timers are kept on simulated time: ``after(s, fn)`` is due at ``clock.now() + s``; a timer
-that falls due while events are queued runs before the events still waiting. The loop
+that falls due while events are queued runs within ``TIMER_CHECK_EVERY`` of them, before the
+rest. The loop
 ticks the clock (``Clock.tick``) on every iteration and wakes at least every
 ``clock.tick_interval`` wall seconds, so simulated time never runs more than ``clock.lead``
 wall seconds ahead of the loop: while this thread is stalled the clock is held, and a timer
