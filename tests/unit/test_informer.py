@@ -281,3 +281,37 @@ def test_an_error_event_backs_off_and_sends_readers_to_the_server() -> None:
     assert inf.snapshot(timeout=0.05) is None, "a failing watch: readers ask the server"
     assert srv.lists == 1, "an error other than 410 does not relist"
     inf.stop()
+
+
+def test_a_read_of_one_nodes_objects_follows_binding_moves_and_deletes() -> None:
+    srv = FakeServer([obj("a", 5, "n1"), obj("b", 6, "n2"), obj("u", 7, "")], 10)
+    inf = started(srv)
+    by = field_filter("spec.nodeName=n1")
+    assert names(inf.snapshot(match=by, node="n1")) == ["a"]
+    srv.send("MODIFIED", obj("u", 11, "n1"))      # bound
+    srv.send("MODIFIED", obj("b", 12, "n1"))      # (as a relist would show a move)
+    srv.send("MODIFIED", obj("a", 13, "n2"))
+    srv.send("ADDED", obj("c", 14, "n1"))
+    srv.send("DELETED", obj("c", 15, "n1"))
+    until(lambda: inf.seen() == 15)
+    assert names(inf.snapshot(match=by, node="n1")) == ["b", "u"]
+    assert names(inf.snapshot(match=field_filter("spec.nodeName=n2"), node="n2")) == ["a"]
+    assert names(inf.snapshot(node="n3")) == []
+    # a relist (410) starts the index again from the list
+    srv.items, srv.rv = [obj("a", 20, "n1")], 20
+    srv.send("ERROR", {"code": 410})
+    until(lambda: inf.seen() == 20)
+    assert names(inf.snapshot(match=by, node="n1")) == ["a"]
+    assert names(inf.snapshot(node="n2")) == []
+    inf.stop()
+
+
+def test_the_node_a_field_selector_names() -> None:
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+        selected_node,
+    )
+    assert selected_node("spec.nodeName=n1") == "n1"
+    assert selected_node("metadata.namespace=x,spec.nodeName=n1") == "n1"
+    for sel in (None, "", "spec.nodeName=", "spec.nodeName!=n1", "metadata.name=n1",
+                "spec.nodeName==n1"):
+        assert selected_node(sel) is None, sel

@@ -38,6 +38,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.inform
     field_filter,
     label_filter,
     rv_int,
+    selected_node,
 )
 
 # kept for the whole cycle: nothing in a node's upgrade changes them (the KubeVirt CR's
@@ -214,7 +215,8 @@ class CycleKube(Kube):
         if found is None:
             return None
         inf, key = found
-        snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match))
+        snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match),
+                            node=selected_node(field_selector))
         if snap is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1

@@ -22,6 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.object_memo import (
+    ObjectMemo,
+)
+
 WITNESS_LABEL = "node-role.harvesterhci.io/witness"
 DRAIN_TAINT_KEY = "kubevirt.io/drain"
 UPGRADE_REPO_VM_LABEL = "harvesterhci.io/upgrade"
@@ -143,6 +147,16 @@ def pod_is_active(pod: dict[str, Any]) -> bool:
         "deletionTimestamp")
 
 
+def _active_requests(pod: dict[str, Any]) -> tuple[str, bool, int, int]:
+    """(node, active, cpu millicores, memory bytes) of a pod."""
+    c, m = pod_requests(pod)
+    return str((pod.get("spec") or {}).get("nodeName") or ""), pod_is_active(pod), c, m
+
+
+# the capacity plan looks at every pod of the cluster at each node's evacuation
+_pod_facts = ObjectMemo(_active_requests)
+
+
 def node_view(node: dict[str, Any], pods: list[dict[str, Any]], *, upgraded: bool = False,
               order: int = 0) -> NodeView:
     """A :class:`NodeView` from a Node and the pods bound to it (any namespace)."""
@@ -153,9 +167,10 @@ def node_view(node: dict[str, Any], pods: list[dict[str, Any]], *, upgraded: boo
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or [])
     cpu = mem = 0
+    name = meta.get("name")
     for p in pods:
-        if (p.get("spec") or {}).get("nodeName") == meta.get("name") and pod_is_active(p):
-            c, m = pod_requests(p)
+        on, active, c, m = _pod_facts(p)
+        if active and on == name:
             cpu += c
             mem += m
     return NodeView(

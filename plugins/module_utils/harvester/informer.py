@@ -54,6 +54,19 @@ def rv_int(value: Any) -> int | None:
         return None
 
 
+def _node_of(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def selected_node(field_selector: str | None) -> str | None:
+    """The node a field selector's ``spec.nodeName=X`` term names (non-empty), else None."""
+    for term in (field_selector or "").split(","):
+        path, sep, want = term.partition("=")
+        if sep and path == "spec.nodeName" and want and not want.startswith("="):
+            return want
+    return None
+
+
 def field_filter(field_selector: str | None) -> Callable[[dict[str, Any]], bool] | None:
     """A client-side test for the field selectors the node cycle uses on informed sets
     (``metadata.name=X``, ``metadata.namespace=X``, ``spec.nodeName=X``; ``,``-joined);
@@ -116,6 +129,9 @@ class Informer:
         self._lister, self._streamer = lister, streamer
         self._cond = threading.Condition()
         self._items: dict[str, dict[str, Any]] = {}
+        # the keys of the objects bound to each node (``spec.nodeName``: Pods), so that a read
+        # of one node's pods looks at those only, as the API server's own index does
+        self._by_node: dict[str, set[str]] = {}
         self._rv = ""                       # last resourceVersion processed (list or event)
         self._seen = -1                     # the same as an integer
         self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history)
@@ -156,6 +172,9 @@ class Informer:
                 return
             old = self._items
             self._items, self._rv, self._seen = fresh, rv, seen
+            self._by_node = {}
+            for key, obj in fresh.items():
+                self._index(key, None, obj)
             # subscribers see the difference as events; the history starts again here
             # (on the first list nobody has subscribed yet)
             for key, obj in old.items():
@@ -184,8 +203,9 @@ class Informer:
             if etype != "BOOKMARK":
                 key = obj_key(obj)
                 if etype == "DELETED":
-                    self._items.pop(key, None)
+                    self._index(key, self._items.pop(key, None), None)
                 else:
+                    self._index(key, self._items.get(key), obj)
                     self._items[key] = obj
                 self._history.append((rv, etype, obj))
                 if len(self._history) == self._history.maxlen:
@@ -194,6 +214,19 @@ class Informer:
             if rv > self._seen:
                 self._seen, self._rv = rv, str(rv)
             self._cond.notify_all()
+
+    def _index(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        was, now = _node_of(old), _node_of(new)
+        if was == now:
+            return
+        if was:
+            keys = self._by_node.get(was)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_node[was]
+        if now:
+            self._by_node.setdefault(now, set()).add(key)
 
     def _run(self) -> None:
         backoff = 0.2
@@ -255,15 +288,19 @@ class Informer:
             return self.usable and self.healthy and not self._stop.is_set()
 
     def snapshot(self, min_rv: int = -1, timeout: float = 10.0,
-                 match: Callable[[dict[str, Any]], bool] | None = None
-                 ) -> tuple[list[dict[str, Any]], str] | None:
+                 match: Callable[[dict[str, Any]], bool] | None = None,
+                 node: str | None = None) -> tuple[list[dict[str, Any]], str] | None:
         """The set's objects (those ``match`` accepts) and the resourceVersion they are at,
         once the informer has seen ``min_rv``; ``None`` if it is not healthy or has not caught
-        up within ``timeout`` (the caller then asks the server)."""
+        up within ``timeout`` (the caller then asks the server). ``node``: only objects bound
+        to that node (``spec.nodeName``) can match."""
         with self._cond:
             if not self._caught_up(min_rv, timeout):
                 return None
-            items = list(self._items.values())
+            if node:
+                items = [self._items[k] for k in self._by_node.get(node, ())]
+            else:
+                items = list(self._items.values())
             if match is not None:
                 items = [o for o in items if match(o)]
             return items, self._rv

@@ -51,8 +51,8 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_h
     answer_hook,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_job import (
-    run_node_job,
     run_pre_drain_job,
+    start_post_drain_job,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_migrations import (
     count_ours,
@@ -407,8 +407,8 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
 def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
                       timeout: float) -> str:
     """After :func:`finish_head_start` answered ``node``'s pre-drain: wait (up to
-    ``timeout``) for Rancher to drain it and ask for the post-drain, then mark it
-    ``PostDraining`` and create its OS upgrade Job, as its own cycle's next two steps would;
+    ``timeout``) for Rancher to drain it and ask for the post-drain, then create its OS
+    upgrade Job and mark it ``PostDraining``, as its own cycle's next step would;
     the node's cycle then awaits that Job and the reboot. Returns the Job's name, or ``""``
     when Rancher did not get there in time (nothing changed)."""
     def asked(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
@@ -424,8 +424,7 @@ def _start_os_upgrade(kube: Kube, writer: PlanWriter, node: str, secret: str,
     if node in paused_nodes(writer.plan):
         return ""
     with writer.events_held():   # the Job is what the node waits for; the Events can wait
-        writer.set_node_state(node, "PostDraining")
-        res = run_node_job(kube, writer, node, "post-drain", start_only=True)
+        res = start_post_drain_job(kube, writer, node)
     return str(res["job"]) if res.get("started") else ""
 
 

@@ -171,13 +171,10 @@ def _job_event(writer: PlanWriter, node: str, job: str, single: bool) -> None:
 
 def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
                  job_timeout: float = 3600, node_timeout: float = 1800,
-                 start_only: bool = False, on_back: Callable[[], Any] | None = None,
+                 on_back: Callable[[], Any] | None = None,
                  later: list[Callable[[], Any]] | None = None) -> dict[str, Any]:
     """Run the post-drain (or single-node-upgrade) Job and wait for the node to come back
     Ready on the release's OS. Never reboots a node that already runs the target OS.
-
-    ``start_only`` (the previous node's head start): create the Job if it is due and return,
-    neither waiting nor failing anything (``started``: whether it was created).
 
     ``on_back``: called as soon as the wait sees the node back, before anything is written
     (node_cycle holds the Events there). ``later``: the removal of our pending-OS
@@ -203,13 +200,6 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     if kube.check_mode:
         result["changed"] = not on_target
         return result
-    if start_only:
-        result["started"] = False
-        if not on_target and outcome[0] == "absent" and state == running_state:
-            kube.create_in("batch/v1", "Job", job_body(writer, job_type, node), c.UPGRADE_NS)
-            _job_event(writer, node, result["job"], single)
-            result["changed"] = result["started"] = True
-        return result
     if on_target and no.node_ready(n) and outcome[0] in ("absent", "complete"):
         # already on the new OS (a previous run got past the reboot): no job, no reboot
         result["changed"] |= untaint_node(kube, node)
@@ -225,9 +215,11 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
     # post-drain runs no detector (upgrade_node.sh command_post_drain, v1.6.0 and 5ac1bbe)
     recorded = restore_entries(kube, writer, node) if single else []
     if outcome[0] == "absent" and state != "WaitingReboot":
-        writer.set_node_state(node, running_state)
+        # the Job, then the state it means (upstream's secret controller creates the Job,
+        # its job controller then records the state)
         kube.seed(kube.create_in("batch/v1", "Job", job_body(writer, job_type, node),
                                  c.UPGRADE_NS))   # the wait below starts from it
+        writer.set_node_state(node, running_state)
         _job_event(writer, node, result["job"], single)
         result["changed"] = True
     if state != "WaitingReboot":
@@ -270,6 +262,33 @@ def run_node_job(kube: Kube, writer: PlanWriter, node: str, job_type: str, *,
         later.append(lambda: _drop_pending_os(kube, node))
     writer.set_node_state(node, done_state)
     result["changed"] = True
+    return result
+
+
+def start_post_drain_job(kube: Kube, writer: PlanWriter, node: str) -> dict[str, Any]:
+    """The previous node's head start, once Rancher asked for ``node``'s post-drain: as
+    upstream's secret controller, create the node's post-drain Job when the node is
+    ``PreDrained`` and not on the release's OS yet, then record ``PostDraining`` (what its job
+    controller writes for a Job that exists); neither waits nor fails anything. Decides on
+    the plan as the caller holds it (read right before), and sends the Job without reading
+    it first: one that exists already (a run stopped after creating it) answers 409 and is
+    left to the node's own cycle, which follows it (:func:`run_node_job`). Returns
+    ``{"changed", "job", "started"}``."""
+    name = job_name(writer.name, "post-drain", node)
+    result: dict[str, Any] = {"changed": False, "job": name, "started": False}
+    if writer.node_state(node) != "PreDrained" or kube.check_mode:
+        return result
+    n = kube.get("v1", "Node", node)
+    if n is None or ((n.get("status") or {}).get("nodeInfo") or {}).get("osImage") == \
+            release(writer.plan)["os"]:
+        return result
+    try:
+        kube.create_in("batch/v1", "Job", job_body(writer, "post-drain", node), c.UPGRADE_NS)
+        result["started"] = True
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    result["changed"] = writer.set_node_state(node, "PostDraining") or result["started"]
     return result
 
 
