@@ -70,3 +70,17 @@ def test_the_node_view_counts_each_pod_as_its_version_says() -> None:
             pod("p3", "2", "n1")]
     view = ev.node_view(node, pods)
     assert view.req_cpu_m == 5000 and view.req_mem == 2 * 1024 ** 3
+
+
+def test_pods_looked_at_beforehand_are_not_looked_at_again_unless_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "8Gi"}}}
+    pods = [pod(f"w{i}", "1", "n1") for i in range(5)]
+    assert ev.warm_pod_facts(pods) == 5
+    seen: list[str] = []
+    real = ev.pod_requests
+    monkeypatch.setattr(ev, "pod_requests",
+                        lambda p: seen.append(p["metadata"]["uid"]) or real(p))
+    changed = [*pods[:4], pod("w4", "2", "n1", cpu="1")]
+    assert ev.node_view(node, changed).req_cpu_m == 4 * 2000 + 1000
+    assert seen == ["w4"]

@@ -83,8 +83,12 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
     their own replicas (on a big cluster nearly every volume is in the first set, and this
     runs on every change of a Volume or Replica while the node waits)."""
     replicas = list(replicas)
-    safe = {str((r.get("spec") or {}).get("volumeName") or "") for r in replicas
-            if (r.get("spec") or {}).get("nodeID") != node and _healthy(r)}
+    safe: set[str] = set()
+    for r in replicas:   # _healthy() inline: this runs over every Replica of the cluster
+        spec = r.get("spec") or {}
+        if spec.get("nodeID") != node and not spec.get("failedAt") and \
+                (r.get("status") or {}).get("currentState") == "running":
+            safe.add(str(spec.get("volumeName") or ""))
     by_volume: dict[str, list[dict[str, Any]]] | None = None
     out = []
     for v in vols:
