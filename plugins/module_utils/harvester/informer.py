@@ -58,11 +58,24 @@ def _node_of(obj: dict[str, Any] | None) -> str:
     return str(((obj or {}).get("spec") or {}).get("nodeName") or "")
 
 
+def _field_terms(field_selector: str) -> list[tuple[str, str]] | None:
+    """The ``(path, value)`` equality terms of a field selector on the fields the node cycle
+    reads informed sets by (``metadata.name``, ``metadata.namespace``, ``spec.nodeName``);
+    ``None`` for anything else."""
+    terms: list[tuple[str, str]] = []
+    for term in field_selector.split(","):
+        path, sep, want = term.partition("=")
+        if not sep or want.startswith("=") or path.endswith("!") or \
+                path not in ("metadata.name", "metadata.namespace", "spec.nodeName"):
+            return None
+        terms.append((path, want))
+    return terms
+
+
 def selected_node(field_selector: str | None) -> str | None:
     """The node a field selector's ``spec.nodeName=X`` term names (non-empty), else None."""
-    for term in (field_selector or "").split(","):
-        path, sep, want = term.partition("=")
-        if sep and path == "spec.nodeName" and want and not want.startswith("="):
+    for path, want in _field_terms(field_selector or "") or ():
+        if path == "spec.nodeName" and want:
             return want
     return None
 
@@ -73,13 +86,10 @@ def field_filter(field_selector: str | None) -> Callable[[dict[str, Any]], bool]
     ``None`` for anything else (the caller then asks the server)."""
     if not field_selector:
         return lambda obj: True
-    terms: list[tuple[list[str], str]] = []
-    for term in field_selector.split(","):
-        path, sep, want = term.partition("=")
-        if not sep or want.startswith("=") or path.endswith("!") or \
-                path not in ("metadata.name", "metadata.namespace", "spec.nodeName"):
-            return None
-        terms.append((path.split("."), want))
+    parsed = _field_terms(field_selector)
+    if parsed is None:
+        return None
+    terms = [(path.split("."), want) for path, want in parsed]
 
     def match(obj: dict[str, Any]) -> bool:
         for path, want in terms:

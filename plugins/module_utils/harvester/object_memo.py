@@ -1,10 +1,12 @@
 """What a function finds in an API object, remembered per object version.
 
-The node steps look at every Pod (capacity), Replica (Longhorn safety) of the cluster
-several times per node, and between two looks only the objects that changed differ: an
+The capacity plan looks at every Pod of the cluster at each node's evacuation
+(evacuation.node_view), and between two looks only the pods that changed differ: an
 object's ``metadata.uid`` and ``resourceVersion`` name one version of it (a write gives it a
 new resourceVersion), so what was found in that version holds until it changes. Objects
-without both (a client's own bodies, test fixtures) are looked at every time.
+without both (a client's own bodies, test fixtures) are looked at every time. It pays only
+for work dearer than the lookup: the Longhorn check's facts of a Replica are not (measured,
+docs/performance.md round ten).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 # entries kept before the memo starts again (each a key and a small value; a hundred-node
-# cluster has ~3,200 Pods and ~9,000 Replicas, each changing a few times per node)
+# cluster has ~3,200 Pods, each changing a few times over the upgrade)
 LIMIT = 100_000
 
 
