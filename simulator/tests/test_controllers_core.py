@@ -28,6 +28,7 @@ wait_for = functools.partial(testing.wait_for, ignore=(ApiError,))
 CORE = ["namespaces", "kubelet", "scheduler", "deployments", "replicasets", "daemonsets",
         "statefulsets", "jobs", "endpoints", "disruption"]
 SPEED = 100.0
+MIB = 1024 * 1024
 
 
 def _exit_program(ctx: ProgramContext) -> Any:
@@ -166,6 +167,9 @@ def test_image_pull_adds_to_node_images(world: World) -> None:
     imgs = c.get("v1", "Node", "node-1")["status"]["images"]
     assert any("registry.example.com/team/app:v9" in i["names"] and i["sizeBytes"] > 0
                for i in imgs)
+    kubelet = world.controllers["kubelet"]
+    assert world.runtime.run_sync(lambda: kubelet.has_image(
+        "node-1", "registry.example.com/team/app:v9"))
     events = c.list("v1", "Event", "default")
     assert any(e["reason"] == "Pulling" for e in events)
     # a second pod with the same image does not pull again
@@ -175,42 +179,99 @@ def test_image_pull_adds_to_node_images(world: World) -> None:
     assert world.controllers["kubelet"].stats["image_pulls"] == pulls
 
 
-def test_node_images_follow_edits_by_others_and_the_kubelet_in_turn(world: World) -> None:
+def _report(w: World, name: str) -> list[dict[str, Any]]:
+    return list(w.client.get("v1", "Node", name)["status"].get("images") or [])
+
+
+def _seeded_node(w: World, name: str, store: list[dict[str, Any]]) -> Any:
+    """A Node created with ``store`` as its images, once its kubelet reports it."""
+    w.client.create(node(name, images=store))
+    kubelet = w.controllers["kubelet"]
+    wait_for(lambda: w.runtime.run_sync(lambda: len(kubelet.images(name))) == len(store) and
+             len(_report(w, name)) == min(50, len(store)), what=f"{name} adopted")
+    return kubelet
+
+
+def test_status_images_reports_the_50_largest_images_with_at_most_5_names(
+        world: World) -> None:
+    """kubelet's nodestatus.Images: nodeStatusMaxImages (50) images, largest first (equal
+    sizes by image ID, descending), at most MaxNamesPerImageInNodeStatus (5) names each; the
+    rest of the store is still the node's."""
+    from harvester_sim.controllers.kubelet import image_id
+
+    # 70 images in no particular order, one with 7 names, two of the same size
+    sizes = [((i * 37) % 70 + 1) * 1000 for i in range(70)]
+    store = [{"names": [f"example.com/img-{i}:v1"], "sizeBytes": s}
+             for i, s in enumerate(sizes)]
+    store[5]["names"] = [f"example.com/many-{k}:v1" for k in range(7)]
+    store[5]["sizeBytes"] = 10**9
+    tie = [{"names": [f"example.com/tie-{k}:v1"], "sizeBytes": 500_000_000} for k in range(2)]
+    store += tie
+    kubelet = _seeded_node(world, "node-img", store)
+
+    report = _report(world, "node-img")
+    assert len(report) == 50
+    sizes_reported = [i["sizeBytes"] for i in report]
+    assert sizes_reported == sorted(sizes_reported, reverse=True)
+    assert sizes_reported == sorted((i["sizeBytes"] for i in store), reverse=True)[:50]
+    assert report[0]["names"] == [f"example.com/many-{k}:v1" for k in range(5)]
+    assert all(len(i["names"]) <= 5 for i in report)
+    by_id = sorted(tie, key=lambda i: image_id(tuple(i["names"])), reverse=True)
+    assert [i["names"] for i in report[1:3]] == [i["names"] for i in by_id]
+    # the smallest images are not reported but are still in the store
+    smallest = min(store, key=lambda i: i["sizeBytes"])["names"][0]
+    assert not any(smallest in i["names"] for i in report)
+    assert world.runtime.run_sync(lambda: kubelet.has_image("node-img", smallest))
+    assert world.runtime.run_sync(lambda: kubelet.has_image("node-img",
+                                                            "example.com/many-6:v1"))
+    assert len(world.runtime.run_sync(lambda: kubelet.images("node-img"))) == len(store)
+
+
+def test_image_store_changes_only_through_the_kubelet(world: World) -> None:
     c = world.client
-    kubelet = world.controllers["kubelet"]
+    store = [{"names": [f"example.com/base-{i}:v1"], "sizeBytes": (i + 1) * MIB}
+             for i in range(60)]
+    kubelet = _seeded_node(world, "node-img", store)
+    ns = kubelet.nodes["node-img"]
 
     def names() -> list[str]:
-        return [i["names"][0] for i in c.get("v1", "Node", "node-1")["status"]["images"]]
+        return [i["names"][0] for i in _report(world, "node-img")]
 
+    # a pull larger than everything comes first; a small one is stored but not reported
     world.runtime.run_sync(lambda: kubelet.add_images(
-        "node-1", [("example.com/a:1", 10), ("example.com/b:1", 20)]))
-    wait_for(lambda: names()[-2:] == ["example.com/a:1", "example.com/b:1"], what="added")
-    # someone else rewrites the list (as crictl or a program would): the kubelet adopts it
-    # and a heartbeat keeps it
-    def drop_a(n: dict[str, Any]) -> dict[str, Any]:
-        n["status"]["images"] = [i for i in n["status"]["images"]
-                                 if i["names"][0] != "example.com/a:1"]
-        return n
-    c.modify("v1", "Node", "node-1", drop_a, subresource="status")
-    wait_for(lambda: "example.com/a:1" not in names(), what="removed")
-    world.runtime.run_sync(lambda: kubelet._write_node_status("node-1", heartbeat=True))
-    assert "example.com/a:1" not in names() and "example.com/b:1" in names()
-    # the kubelet's own change after that: the adopted list is not changed in place
-    before = c.get("v1", "Node", "node-1")["status"]["images"]
-    world.runtime.run_sync(lambda: kubelet.add_images("node-1", [("example.com/c:1", 30)]))
-    wait_for(lambda: names()[-1] == "example.com/c:1", what="added after adoption")
-    assert "example.com/c:1" not in [i["names"][0] for i in before]
+        "node-img", [("example.com/huge:1", 900 * MIB), ("example.com/tiny:1", 1)]))
+    wait_for(lambda: names()[0] == "example.com/huge:1", what="huge reported")
+    assert "example.com/tiny:1" not in names() and len(names()) == 50
+    assert world.runtime.run_sync(lambda: kubelet.has_image("node-img", "example.com/tiny:1"))
     assert world.runtime.run_sync(lambda: kubelet.remove_images(
-        "node-1", ["example.com/b:1"])) == ["example.com/b:1"]
-    wait_for(lambda: "example.com/b:1" not in names(), what="removed by the kubelet")
-    # a field the kubelet does not write is dropped by its next write, as before
-    def extra(n: dict[str, Any]) -> dict[str, Any]:
-        n["status"]["images"] = [{**i, "extra": "x"} for i in n["status"]["images"]]
+        "node-img", ["example.com/huge:1"])) == ["example.com/huge:1"]
+    wait_for(lambda: "example.com/huge:1" not in names(), what="huge removed")
+    assert names()[0] == "example.com/base-59:v1"
+    assert not world.runtime.run_sync(lambda: kubelet.has_image("node-img",
+                                                                "example.com/huge:1"))
+
+    # a heartbeat does not rebuild the report while the store is unchanged
+    doc = world.runtime.run_sync(ns.images_status)
+    world.runtime.run_sync(lambda: kubelet._write_node_status("node-img", heartbeat=True))
+    assert world.runtime.run_sync(ns.images_status) is doc
+
+    # a client's edit of status.images changes nothing in the store, and the kubelet's
+    # next status update writes its report back
+    before = world.runtime.run_sync(lambda: kubelet.images("node-img"))
+    report = _report(world, "node-img")
+
+    def edit(n: dict[str, Any]) -> dict[str, Any]:
+        n["status"]["images"] = [{**i, "extra": "x"} for i in n["status"]["images"][1:]] + \
+            [{"names": ["example.com/injected:1"], "sizeBytes": 10**12}]
         return n
-    c.modify("v1", "Node", "node-1", extra, subresource="status")
-    world.runtime.run_sync(lambda: kubelet._write_node_status("node-1", heartbeat=True))
-    assert all(sorted(i) == ["names", "sizeBytes"]
-               for i in c.get("v1", "Node", "node-1")["status"]["images"])
+    c.modify("v1", "Node", "node-img", edit, subresource="status")
+    assert "example.com/injected:1" in names()
+    assert world.runtime.run_sync(lambda: kubelet.images("node-img")) == before
+    assert not world.runtime.run_sync(lambda: kubelet.has_image("node-img",
+                                                                "example.com/injected:1"))
+    assert world.runtime.run_sync(lambda: kubelet.has_image("node-img", report[0]["names"][0]))
+    wait_for(lambda: _report(world, "node-img") == report, what="report written back")
+    assert all(sorted(i) == ["names", "sizeBytes"] for i in _report(world, "node-img"))
 
 
 def test_graceful_delete_finishes_after_stop(world: World) -> None:
@@ -628,5 +689,15 @@ def test_kubelet_adopts_scenario_nodes() -> None:
             wait_for(lambda n=n: get(w, "Lease", n["metadata"]["name"], "kube-node-lease",
                                      "coordination.k8s.io/v1"), what="lease")
             assert kubelet.node_fs(n["metadata"]["name"])["capacityBytes"] > 0
+        # the loader's images are each node's store; its Node reports the 50 largest
+        rel = w.extras["releases"].get(w.scenario["harvester"]["installed"])
+        want = sorted((int(i.size) for i in rel.images()), reverse=True)[:50]
+        for n in nodes:
+            name = n["metadata"]["name"]
+            assert w.runtime.run_sync(lambda name=name: all(
+                kubelet.has_image(name, i.name) for i in rel.images()))
+            wait_for(lambda name=name: [i["sizeBytes"] for i in
+                                        w.client.get("v1", "Node", name)["status"]["images"]]
+                     == want, what="50 largest reported")
     finally:
         w.stop()

@@ -8,7 +8,7 @@ its Lease in ``kube-node-lease``, reports status only when something changes or 
 ``/stats/summary``, ``/configz`` and ``/healthz`` behind ``nodes/<n>/proxy``.
 
 Pods bound to a node run here: Pending (ContainerCreating, image pull when the image is not
-in ``status.images``: size / ``timings.image_pull_mib_s``) -> init containers in order ->
+in the node's image store: size / ``timings.image_pull_mib_s``) -> init containers in order ->
 Running -> each container runs its program from ``programs.base.REGISTRY`` -> Succeeded/
 Failed with exit codes; restartPolicy Always/OnFailure restarts containers with a back-off.
 Readiness probes (``httpGet``/``tcpSocket``) are run against the HTTP handler the pod's
@@ -29,8 +29,24 @@ period (``deletionGracePeriodSeconds``) ends, as kubelet does.
 
 API for other controllers and programs (``world.controllers['kubelet']``): :meth:`reboot`,
 :meth:`restart_kubelet`, :meth:`add_images`, :meth:`remove_images`, :meth:`has_image`,
-:meth:`node_fs`, :meth:`is_up`, and the host model below; for tests, :meth:`repair` (the
-operator bringing back a node fault ``node_never_returns`` kept down).
+:meth:`images`, :meth:`node_fs`, :meth:`is_up`, and the host model below; for tests,
+:meth:`repair` (the operator bringing back a node fault ``node_never_returns`` kept down).
+
+Image store and ``status.images``: the node's images (containerd's store) are the kubelet's
+own state, :attr:`NodeState.images`. It is seeded once, from the ``status.images`` the Node
+carries when the kubelet adopts it (a scenario's cluster history), and changes only through
+this API (image pulls, :meth:`add_images`, :meth:`remove_images`). ``status.images`` is a
+report of the store, as kubernetes/kubernetes (release-1.30 and later) writes it: at most
+``nodeStatusMaxImages`` images (KubeletConfiguration default 50,
+``pkg/kubelet/apis/config/v1beta1/defaults.go``; -1 would mean no limit), the largest first
+(``pkg/kubelet/images/image_gc_manager.go`` ``imageCache.set`` sorts with
+``pkg/kubelet/util/sliceutils`` ``ByImageSize``: size descending, equal sizes by image ID
+descending), each with at most ``MaxNamesPerImageInNodeStatus`` (5) names
+(``pkg/kubelet/nodestatus/setters.go`` ``Images``). A client that edits ``status.images``
+changes neither the store nor what the kubelet reports: as the real kubelet's
+``tryUpdateNodeStatus`` (``pkg/kubelet/kubelet_node_status.go``), which patches the status
+when the one it computes differs from the Node's, the report is written back on the next
+status update, ``nodeStatusUpdateFrequency`` (10 s) later.
 
 Host model (per node, for the upgrade programs that work on the host through ``/host``):
 ``host_files(node)`` is the node's file system as far as the upgrade touches it (path ->
@@ -73,6 +89,11 @@ STATUS_REPORT_MIN_WALL_S = 10.0
 RESTART_BACKOFF_S = 10.0
 RESTART_BACKOFF_MAX_S = 300.0
 KUBELET_PORT = 10250
+NODE_STATUS_UPDATE_S = 10.0      # nodeStatusUpdateFrequency
+# KubeletConfiguration nodeStatusMaxImages default (pkg/kubelet/apis/config/v1beta1/
+# defaults.go) and nodestatus.MaxNamesPerImageInNodeStatus (pkg/kubelet/nodestatus/setters.go)
+NODE_STATUS_MAX_IMAGES = 50
+MAX_NAMES_PER_IMAGE_IN_NODE_STATUS = 5
 FAULT_POLL_S = 5.0               # how often the node_not_ready fault is asked for
 UNREACHABLE = "node.kubernetes.io/unreachable"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -104,6 +125,7 @@ KUBELET_CONFIG = {
         "imagefs.available": "15%", "memory.available": "100Mi",
         "nodefs.available": "10%", "nodefs.inodesFree": "5%"},
     "maxPods": 200, "nodeStatusUpdateFrequency": "10s", "nodeStatusReportFrequency": "5m0s",
+    "nodeStatusMaxImages": NODE_STATUS_MAX_IMAGES,
     "nodeLeaseDurationSeconds": LEASE_DURATION_S, "cgroupDriver": "systemd",
     "clusterDomain": "cluster.local", "clusterDNS": ["10.53.0.10"],
     "serializeImagePulls": True, "shutdownGracePeriod": "0s",
@@ -133,6 +155,28 @@ def normalize_image(ref: str) -> str:
 def default_image_size(ref: str) -> int:
     h = int.from_bytes(hashlib.sha256(normalize_image(ref).encode()).digest()[:4], "big")
     return (30 + h % 370) * MIB
+
+
+Image = tuple[tuple[str, ...], int]     # (names, size in bytes): one image of a node's store
+
+
+def image_id(names: tuple[str, ...]) -> str:
+    """The simulated image ID (containerd's ``sha256:`` config digest): derived from the
+    image's first name, so the same image has the same ID on every node and every run."""
+    first = normalize_image(names[0]) if names else ""
+    return "sha256:" + hashlib.sha256(first.encode()).hexdigest()
+
+
+def status_images(store: list[Image], max_images: int = NODE_STATUS_MAX_IMAGES
+                  ) -> list[dict[str, Any]]:
+    """``status.images`` for an image store, as kubelet reports it: the largest images first
+    (equal sizes by image ID, descending: ``sliceutils.ByImageSize``), at most ``max_images``
+    of them (-1: all), each with at most ``MAX_NAMES_PER_IMAGE_IN_NODE_STATUS`` names."""
+    ranked = sorted(store, key=lambda img: (img[1], image_id(img[0])), reverse=True)
+    if max_images > -1:
+        ranked = ranked[:max_images]
+    return [{"names": list(names[:MAX_NAMES_PER_IMAGE_IN_NODE_STATUS]), "sizeBytes": size}
+            for names, size in ranked]
 
 
 @dataclass
@@ -185,8 +229,11 @@ class NodeState:
     index: int
     uid: str = ""
     down: str = ""                 # "" | "reboot" | "restart" | "lost" | "stalled"
-    images: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
+    # the node's image store (containerd's images): the kubelet's own state, changed only
+    # through set_images; ``status.images`` is a report of it (images_status)
+    images: list[Image] = field(default_factory=list)
     image_names: set[str] = field(default_factory=set)
+    images_gen: int = 0            # bumped by every change of the store
     fs_capacity: int = 250 * GIB
     base_used: int = 0
     disk_fault_pct: float | None = None
@@ -205,18 +252,25 @@ class NodeState:
     host_files: dict[str, str] = field(default_factory=dict)
     # environment rancher-system-agent read from its drop-ins when it last started
     agent_env: dict[str, str] = field(default_factory=dict)
-    # ``status.images`` as last written or read, with the image store it stands for: stored
-    # objects never change, and a write that leaves the list as it was keeps the same list
-    # object (Store._share_unchanged), so a heartbeat neither rebuilds nor re-reads 250 images
+    # the ``status.images`` report of store generation images_doc_gen: stored objects never
+    # change, and a write that leaves the list as it was keeps the same list object
+    # (Store._share_unchanged), so a heartbeat neither re-sorts the store nor compares lists
     images_doc: list[dict[str, Any]] | None = None
-    images_doc_of: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
+    images_doc_gen: int = -1
+    # the status update that writes the report back over a client's edit of status.images
+    images_fix_timer: Any = None
+
+    def set_images(self, images: list[Image]) -> None:
+        self.images = images
+        self.image_names = {normalize_image(n) for names, _ in images for n in names}
+        self.images_gen += 1
 
     def images_status(self) -> list[dict[str, Any]]:
-        """``status.images`` for the image store (the same list object while it is
+        """``status.images`` for the image store (the same list object while the store is
         unchanged; read-only, like every stored object)."""
-        if self.images_doc is None or self.images_doc_of != self.images:
-            self.images_doc = [{"names": list(n), "sizeBytes": s} for n, s in self.images]
-            self.images_doc_of = list(self.images)
+        if self.images_doc is None or self.images_doc_gen != self.images_gen:
+            self.images_doc = status_images(self.images)
+            self.images_doc_gen = self.images_gen
         return self.images_doc
 
     def image_bytes(self) -> int:
@@ -302,28 +356,39 @@ class Kubelet:
         if old is None or old_st.get("capacity") != new_st.get("capacity") or \
                 old["metadata"].get("annotations") != obj["metadata"].get("annotations"):
             self._observe_disk(ns, obj)
-        self._observe_images(ns, obj)
+        self._check_images_report(ns, obj)
         self._sync_unschedulable_taint(obj)
 
-    def _observe_images(self, ns: NodeState, node: dict[str, Any]) -> None:
-        """Whatever is in ``status.images`` is the node's image store (programs may edit it)."""
-        if int(node["metadata"].get("resourceVersion") or 0) < ns.written_rv or \
-                ns.name in self._dirty_nodes:
-            return  # older than what we wrote, or we have unwritten changes
+    def _seed_images(self, ns: NodeState, node: dict[str, Any]) -> None:
+        """The image store a node has when its kubelet adopts it (its first status write):
+        the images its Node carries then (the scenario's history of the cluster; a Node the
+        kubelet registers itself has none)."""
         imgs = (node.get("status") or {}).get("images") or []
+        ns.set_images([(tuple(i.get("names") or ()), int(i.get("sizeBytes") or 0))
+                       for i in imgs])
+
+    def _check_images_report(self, ns: NodeState, node: dict[str, Any]) -> None:
+        """``status.images`` that is not the kubelet's report (a client edited it) is written
+        back at the next status update; the store is not changed by it."""
+        if ns.down or ns.images_fix_timer is not None or ns.name in self._dirty_nodes or \
+                int(node["metadata"].get("resourceVersion") or 0) < ns.written_rv:
+            return  # not posting status, a write already due, or older than our own write
+        imgs = (node.get("status") or {}).get("images")
         if imgs is ns.images_doc:
-            parsed = ns.images_doc_of
-        else:
-            parsed = [(tuple(i.get("names") or ()), int(i.get("sizeBytes") or 0))
-                      for i in imgs]
-            if all(type(i) is dict and len(i) == 2 and next(iter(i)) == "names"
-                   and type(i["names"]) is list and type(i.get("sizeBytes")) is int
-                   for i in imgs):
-                # exactly what images_status would build from ``parsed`` (fields, order)
-                ns.images_doc, ns.images_doc_of = imgs, list(parsed)
-        if parsed != ns.images:
-            ns.images = list(parsed)   # never the cache's own list: add_images appends
-            ns.image_names = {normalize_image(n) for names, _ in parsed for n in names}
+            return
+        if imgs == ns.images_status():
+            ns.images_doc = imgs  # the same report, stored as another list: share it
+            return
+        name = ns.name
+
+        def update() -> None:
+            cur = self.nodes.get(name)
+            if cur is ns:
+                ns.images_fix_timer = None
+                if not ns.down:
+                    self._mark_node(name)
+
+        ns.images_fix_timer = self._after(NODE_STATUS_UPDATE_S, update)
 
     def _observe_disk(self, ns: NodeState, node: dict[str, Any]) -> None:
         """Disk size/usage and address from the Node (the scenario may set them after the
@@ -350,7 +415,6 @@ class Kubelet:
         self.nodes[name] = ns
         if "node-role.kubernetes.io/control-plane" in (md.get("labels") or {}):
             ns.host_files[CANAL_CONFIG] = "# rke2-canal HelmChartConfig\n"
-        self._observe_images(ns, node)
         self._observe_disk(ns, node)
         if not ns.ip:
             ns.ip = (md.get("annotations") or {}).get("rke2.io/internal-ip", "")
@@ -375,7 +439,7 @@ class Kubelet:
         ns = self.nodes.pop(name, None)
         if ns is None:
             return
-        for t in (ns.lease_timer, ns.report_timer):
+        for t in (ns.lease_timer, ns.report_timer, ns.images_fix_timer):
             if t is not None:
                 t.cancel()
         self.world.proxies.unregister_node(name)
@@ -505,10 +569,11 @@ class Kubelet:
                 addrs.append({"type": "Hostname", "address": name})
             st["addresses"] = addrs
             st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": KUBELET_PORT}})
-            if initial and "images" not in st:
-                st["images"] = []
-            elif not initial:
-                st["images"] = ns.images_status()
+            if initial:
+                # the Node as stored now: a Node created with a status has it written right
+                # after the create, which the informer may not have shown us yet
+                self._seed_images(ns, cur)
+            st["images"] = ns.images_status()
             conds = st.setdefault("conditions", [])
             self._node_conditions(ns, conds, now, heartbeat or initial)
             return cur
@@ -518,7 +583,6 @@ class Kubelet:
                                                            copy_result=False))
         if res is not None:
             if initial:
-                self._observe_images(ns, res)
                 self._observe_disk(ns, res)
             ns.written_rv = int(res["metadata"].get("resourceVersion") or 0)
         ns.pending_info = {}
@@ -582,8 +646,15 @@ class Kubelet:
 
     # ------------------------------------------------------------------ images & disk
     def has_image(self, node: str, image: str) -> bool:
+        """Whether the node's image store has ``image`` (under any of its names)."""
         ns = self.nodes.get(node)
         return ns is not None and normalize_image(image) in ns.image_names
+
+    def images(self, node: str) -> list[Image]:
+        """The node's whole image store (``crictl images``), in the order the images came:
+        (names, size in bytes) each. Empty for a node this kubelet does not run."""
+        ns = self.nodes.get(node)
+        return list(ns.images) if ns is not None else []
 
     def image_size(self, image: str) -> int:
         return self.image_sizes.get(normalize_image(image)) or default_image_size(image)
@@ -595,19 +666,22 @@ class Kubelet:
         return total / MIB / max(self.timings.image_pull_mib_s, 1e-9)
 
     def add_images(self, node: str, images: list[tuple[str, int]] | list[str]) -> list[str]:
-        """Add images to a node's store (``status.images``); returns the names added."""
+        """Add images to a node's store (a pull, ``ctr import``); returns the names added."""
         ns = self.nodes.get(node)
         if ns is None:
             return []
-        added = []
+        added: list[str] = []
+        store = list(ns.images)
+        known = set(ns.image_names)
         for item in images:
             name, size = (item, self.image_size(item)) if isinstance(item, str) else item
-            if normalize_image(name) in ns.image_names:
+            if normalize_image(name) in known:
                 continue
-            ns.images.append(((name,), int(size)))
-            ns.image_names.add(normalize_image(name))
+            store.append(((name,), int(size)))
+            known.add(normalize_image(name))
             added.append(name)
         if added:
+            ns.set_images(store)
             self._mark_node(node)
         return added
 
@@ -625,8 +699,7 @@ class Kubelet:
             else:
                 kept.append(entry)
         if removed:
-            ns.images = kept
-            ns.image_names = {normalize_image(n) for names_, _ in kept for n in names_}
+            ns.set_images(kept)
             self._mark_node(node)
         return removed
 
