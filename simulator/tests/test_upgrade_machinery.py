@@ -406,35 +406,67 @@ def test_post_drain_job_reboots_node_into_new_os(world: World) -> None:
     assert not any(t["key"] == "kubevirt.io/drain" for t in taints)
 
 
-def test_prepare_preloads_release_images(world: World) -> None:
-    w = world
-    c = w.client
-    make_plan(w)
-    start_repo(w)
-    before = len(c.get("v1", "Node", "node-1")["status"].get("images") or [])
-    c.create({"apiVersion": "v1", "kind": "Pod",
-              "metadata": {"name": "prep", "namespace": "cattle-system"},
-              "spec": {"nodeName": "node-1", "restartPolicy": "Never",
-                       "containers": [{"name": "upgrade", "image": TOOLKIT,
-                                       "command": ["upgrade_node.sh"], "args": ["prepare"],
-                                       "env": [{"name": "HARVESTER_UPGRADEPLAN_NAME",
-                                                "value": "p"}]}]}})
-    wait_for(lambda: (c.get("v1", "Pod", "prep", "cattle-system").get("status") or {})
+def _run_prepare(w: World, name: str = "prep") -> None:
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": "cattle-system"},
+                     "spec": {"nodeName": "node-1", "restartPolicy": "Never",
+                              "containers": [{"name": "upgrade", "image": TOOLKIT,
+                                              "command": ["upgrade_node.sh"],
+                                              "args": ["prepare"],
+                                              "env": [{"name": "HARVESTER_UPGRADEPLAN_NAME",
+                                                       "value": "p"}]}]}})
+    wait_for(lambda: (w.client.get("v1", "Pod", name, "cattle-system").get("status") or {})
              .get("phase") == "Succeeded", timeout=30, what="prepare done")
-    from harvester_sim.controllers._upgrade_util import normalize_image
+
+
+def test_prepare_preloads_release_images(world: World) -> None:
     from harvester_sim.releases import catalog
 
-    def node_images() -> set[str]:
-        return {normalize_image(n) for i in c.get("v1", "Node", "node-1")["status"]["images"]
-                for n in i["names"]}
-
-    want = {normalize_image(n) for n in catalog.get_release("v1.6.0").image_names()}
-    names = wait_for(lambda: want <= node_images() and node_images(), what="images on node")
-    assert len(names) > before
-    assert want <= names
+    w = world
+    kubelet = w.controllers["kubelet"]
+    make_plan(w)
+    start_repo(w)
+    before = len(w.runtime.run_sync(lambda: kubelet.images("node-1")))
+    _run_prepare(w)
+    want = catalog.get_release("v1.6.0").image_names()
+    assert w.runtime.run_sync(lambda: all(kubelet.has_image("node-1", n) for n in want))
+    assert len(w.runtime.run_sync(lambda: kubelet.images("node-1"))) > before
+    # the Node reports the 50 largest of them, as a kubelet does
+    report = w.client.get("v1", "Node", "node-1")["status"]["images"]
+    assert len(report) == 50 < len(want)
     spans = [e for e in w.timeline.snapshot() if e["event"] == "span"
              and e.get("what") == "image_pull"]
     assert spans and spans[0]["end"] > spans[0]["start"]
+
+
+def test_prepare_skips_images_the_store_has_beyond_the_reported_50(world: World) -> None:
+    """What the node has is its image store, not the 50 images its Node reports: an image
+    the node has is not downloaded again however small it is."""
+    from harvester_sim.releases import catalog
+
+    w = world
+    kubelet = w.controllers["kubelet"]
+    make_plan(w)
+    start_repo(w)
+    wanted = catalog.get_release("v1.6.0").images()
+    smallest = min(wanted, key=lambda i: i.size)
+    big = [(f"example.com/big-{k}:v1", 2**31 + k) for k in range(60)]   # 2 GiB each
+    # the prepare pod's own image too, so that its pull does not change the count
+    w.runtime.run_sync(lambda: kubelet.add_images(
+        "node-1", [*big, (smallest.name, int(smallest.size)), TOOLKIT]))
+    wait_for(lambda: w.client.get("v1", "Node", "node-1")["status"]["images"][0]["names"]
+             == [big[-1][0]], what="big images reported")
+    report = {n for i in w.client.get("v1", "Node", "node-1")["status"]["images"]
+              for n in i["names"]}
+    assert smallest.name not in report
+    have_before = w.runtime.run_sync(
+        lambda: sum(1 for i in wanted if kubelet.has_image("node-1", i.name)))
+    assert have_before > sum(1 for i in wanted if i.name in report)
+    _run_prepare(w)
+    done = [e for e in w.timeline.snapshot() if e["event"] == "preload_done"]
+    assert done and done[0]["images"] == len(wanted) - have_before
+    assert f"preloading {len(wanted) - have_before} of {len(wanted)} images" in \
+        str(kubelet.pod_logs("cattle-system", "prep", "upgrade"))
 
 
 # ----------------------------------------------------------------------- end to end

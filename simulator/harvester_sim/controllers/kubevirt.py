@@ -585,13 +585,7 @@ class KubeVirt:
         name = node["metadata"]["name"]
         self.nodes[name] = node
         if not self._launcher_detected:
-            # the installed KubeVirt's launcher image, as preloaded in the node's image store
-            for img in (node.get("status") or {}).get("images") or []:
-                found = next((n for n in img.get("names") or [] if "/virt-launcher:" in n), None)
-                if found:
-                    self.launcher_image = found
-                    self._launcher_detected = True
-                    break
+            self._detect_launcher(name, node)
         drain = any(t.get("key") == DRAIN_TAINT and t.get("effect") in ("NoSchedule",
                                                                          "NoExecute")
                     for t in (node.get("spec") or {}).get("taints") or [])
@@ -599,6 +593,23 @@ class KubeVirt:
             self.tainted.add(name)
         else:
             self.tainted.discard(name)
+
+    def _detect_launcher(self, name: str, node: Obj) -> None:
+        """The installed KubeVirt's launcher image, as preloaded in the node's image store:
+        the kubelet's store (``status.images`` reports only its 50 largest images); without
+        a kubelet module, the images the Node reports."""
+        kubelet = self.world.controllers.get("kubelet")
+        if kubelet is not None and hasattr(kubelet, "images"):
+            store: list[Any] = [names for names, _ in kubelet.images(name)]
+        else:
+            store = [img.get("names") or [] for img in (node.get("status") or {}).get("images")
+                     or []]
+        for names in store:
+            found = next((n for n in names if "/virt-launcher:" in n), None)
+            if found:
+                self.launcher_image = found
+                self._launcher_detected = True
+                return
 
     def _on_node(self, type_: str, obj: Obj, old: Obj | None) -> None:
         name = obj["metadata"]["name"]

@@ -20,10 +20,12 @@ here fails (exit 127, ``not modelled by the simulator``) instead of being accept
   ``IMAGES`` (whitespace separated), either once for all of them or once per image in a
   ``for`` loop; a failing ``rmi`` followed by ``||`` is not fatal. Recognised by: that
   crictl path, ``rmi`` and ``$IMAGES``. ``crictl rmi`` is modelled on containerd's CRI:
-  an image is removed from the node's store (``status.images``) **even when a running
-  container uses it** (containerd does not check); a name the store does not have is an
-  error (``no such image``) and the call exits 1 after trying the others. The script's exit
-  code: 1 when an ``rmi`` without ``||`` failed under ``set -e``, else 0.
+  an image is removed from the node's store (the kubelet's :meth:`remove_images`; the Node's
+  ``status.images`` is only the kubelet's report of it) **even when a running container
+  uses it** (containerd does not check); a name the store does not have is an error (``no
+  such image``) and the call exits 1 after trying the others. Without a kubelet module the
+  node has no container runtime and no images: every ``rmi`` is ``no such image``. The
+  script's exit code: 1 when an ``rmi`` without ``||`` failed under ``set -e``, else 0.
 * **touch files in a shared emptyDir** — a script made only of ``touch``/``mkdir -p`` on paths
   under one of the container's ``emptyDir`` mounts (e.g. an init container that leaves
   ``/tmp/skip-<volume>``, the per-volume bypass ``upgrade_node.sh``'s
@@ -42,7 +44,6 @@ import re
 from collections.abc import Generator
 from typing import Any
 
-from ..controllers._upgrade_util import normalize_image
 from .base import REGISTRY, ProgramContext, image_repo
 
 Prog = Generator[float, None, int]
@@ -97,10 +98,9 @@ def crictl_rmi(ctx: ProgramContext, images: list[str]) -> tuple[int, list[str]]:
     removed: list[str] = []
     failed = False
     for img in images:
+        gone: list[str] = []
         if kubelet is not None and hasattr(kubelet, "remove_images"):
             gone = list(kubelet.remove_images(ctx.node, [img]))
-        else:
-            gone = _remove_from_status(ctx, img)
         if gone:
             removed.extend(gone)
             ctx.log(f"Deleted: {img}")
@@ -110,27 +110,6 @@ def crictl_rmi(ctx: ProgramContext, images: list[str]) -> tuple[int, list[str]]:
     if failed:
         ctx.log('level=fatal msg="unable to remove the image(s)"')
     return (1 if failed else 0), removed
-
-
-def _remove_from_status(ctx: ProgramContext, img: str) -> list[str]:
-    removed: list[str] = []
-    want = normalize_image(img)
-
-    def fn(cur: dict[str, Any]) -> dict[str, Any] | None:
-        st = cur.setdefault("status", {})
-        keep = []
-        for i in st.get("images") or []:
-            if any(normalize_image(n) == want for n in i.get("names") or []):
-                removed.extend((i.get("names") or [img])[:1])
-                continue
-            keep.append(i)
-        if not removed:
-            return None
-        st["images"] = keep
-        return cur
-
-    ctx.client.modify("v1", "Node", ctx.node, fn, subresource="status")
-    return removed
 
 
 def image_cleanup(ctx: ProgramContext, script: str) -> Prog:

@@ -95,7 +95,6 @@ import yaml
 
 from ..controllers._upgrade_util import (
     image_repository,
-    normalize_image,
     release_for,
     release_images,
     switch_crds,
@@ -201,21 +200,21 @@ def _hang(ctx: ProgramContext, why: str) -> Prog:
 
 
 def _add_images(ctx: ProgramContext, chunk: list[tuple[str, int]]) -> None:
+    """Import pulled images into the node's containerd (the kubelet's image store). Without a
+    kubelet module there is no container runtime to keep them: nothing is recorded (the
+    Node's ``status.images`` is the kubelet's report, never a store a program writes)."""
     kubelet = ctx.host
     if kubelet is not None and hasattr(kubelet, "add_images"):
         kubelet.add_images(ctx.node, chunk)
-        return
 
-    def fn(cur: dict[str, Any]) -> dict[str, Any]:
-        st = cur.setdefault("status", {})
-        imgs = st.setdefault("images", [])
-        known = {normalize_image(n) for i in imgs for n in i.get("names") or []}
-        for ref, size in chunk:
-            if normalize_image(ref) not in known:
-                imgs.append({"names": [ref], "sizeBytes": int(size)})
-        return cur
 
-    ctx.client.modify("v1", "Node", ctx.node, fn, subresource="status")
+def _node_has_image(ctx: ProgramContext, ref: str) -> bool:
+    """Whether the node's containerd has ``ref``: the kubelet's image store, not the Node's
+    ``status.images`` (which reports only the 50 largest images). Without a kubelet module
+    the node has no images."""
+    kubelet = ctx.host
+    return kubelet is not None and hasattr(kubelet, "has_image") and \
+        bool(kubelet.has_image(ctx.node, ref))
 
 
 def _deployment_rolled(ctx: ProgramContext, ns: str, name: str) -> bool:
@@ -778,10 +777,7 @@ def prepare(ctx: ProgramContext, repo: Repo, plan: str) -> Prog:
         ctx.log("Skip minimum upgradable version check.")
     version = str(repo.release["harvester"])
     wanted = release_images(ctx.world, version)
-    node = _node(ctx, ctx.node)
-    have = {normalize_image(n) for i in ((node or {}).get("status") or {}).get("images") or []
-            for n in i.get("names") or []}
-    missing = [(ref, size) for ref, size in wanted if normalize_image(ref) not in have]
+    missing = [(ref, size) for ref, size in wanted if not _node_has_image(ctx, ref)]
     total = sum(s for _, s in missing)
     ctx.log(f"preloading {len(missing)} of {len(wanted)} images ({total // MiB} MiB) "
             f"of {version} on {ctx.node}")

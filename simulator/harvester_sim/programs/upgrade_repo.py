@@ -16,9 +16,9 @@ script does, through the same volumes (``programs/podfs.py``):
   transfer lasts ``nominal size / timings.download_mib_s``.
 * ``preloader`` (init, privileged): loop-mounts the ISO, reads
   ``bundle/metadata.yaml`` ``.images.common[].archive`` and imports each archive into the
-  node's containerd (the images named in the archive's ``manifest.json`` appear in the
-  Node's ``status.images``; duration ``size / timings.image_pull_mib_s`` for images the node
-  lacks).
+  node's containerd (the images named in the archive's ``manifest.json`` join the kubelet's
+  image store, which the Node's ``status.images`` reports; duration ``size /
+  timings.image_pull_mib_s`` for images the node lacks).
 * ``iso-mounter``: loop-mounts ``/iso/harvester.iso`` on ``/share-mount`` (an emptyDir with
   Bidirectional propagation, so the repo container sees the ISO), sleeps; its trap unmounts
   and exits 0 on SIGTERM.
