@@ -270,7 +270,9 @@ def test_image_store_changes_only_through_the_kubelet(world: World) -> None:
     assert not world.runtime.run_sync(lambda: kubelet.has_image("node-img",
                                                                 "example.com/injected:1"))
     assert world.runtime.run_sync(lambda: kubelet.has_image("node-img", report[0]["names"][0]))
-    wait_for(lambda: _report(world, "node-img") == report, what="report written back")
+    # 10 simulated seconds: well before the next periodic report (10 wall seconds at most)
+    wait_for(lambda: _report(world, "node-img") == report, timeout=5,
+             what="report written back")
     assert all(sorted(i) == ["names", "sizeBytes"] for i in _report(world, "node-img"))
 
 
