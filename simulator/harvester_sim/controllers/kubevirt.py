@@ -275,6 +275,9 @@ class KubeVirt:
         self.migrations_per_vm: dict[str, int] = {}
         self.vmis: dict[Key, VmiInfo] = {}
         self.by_node: dict[str, set[Key]] = {}
+        # the VMIs whose status names an evacuation node: the evacuation pass looks at these
+        # and at the tainted nodes' VMIs, not at every VMI of the cluster
+        self.evac_marked: set[Key] = set()
         self.pods: dict[Key, PodInfo] = {}
         self.pods_by_vmi: dict[Key, set[str]] = {}
         self.migs: dict[Key, MigInfo] = {}
@@ -1109,6 +1112,10 @@ class KubeVirt:
             if evac and not info.evac_node:
                 self._kick_evacuation()
             info.evac_node = evac
+            if evac:
+                self.evac_marked.add(key)
+            else:
+                self.evac_marked.discard(key)
             self._sync_vmi(*key)
         for ref in md.get("ownerReferences") or []:
             if ref.get("kind") == VM:
@@ -1133,6 +1140,7 @@ class KubeVirt:
         if info is not None and info.uid != uid:
             return
         self.vmis.pop(key, None)
+        self.evac_marked.discard(key)
         if info is not None:
             if info.node:
                 self.by_node.get(info.node, set()).discard(key)
@@ -1701,6 +1709,7 @@ class KubeVirt:
             info.node = m.target
             self.by_node.setdefault(m.target, set()).add(vkey)
             info.evac_node = ""
+            self.evac_marked.discard(vkey)
         self._schedule_pending()
         self._kick_evacuation()
 
@@ -1775,7 +1784,7 @@ class KubeVirt:
         cands: set[Key] = set()
         for node in self.tainted:
             cands.update(self.by_node.get(node, ()))
-        cands.update(k for k, v in self.vmis.items() if v.evac_node)
+        cands.update(self.evac_marked)
         now = self.clock.now()
         for key in sorted(cands):
             info = self.vmis.get(key)

@@ -327,7 +327,7 @@ class RancherPlanner:
     # ---------------------------------------------------------------- planner
     def _entries(self) -> list[Entry]:
         out = []
-        for m in self.client.list(CAPI, "Machine", NS):
+        for m in self.client.list_refs(CAPI, "Machine", NS):   # read only: no copies
             lbl = m["metadata"].get("labels") or {}
             node = (((m.get("status") or {}).get("nodeRef")) or {}).get("name")
             if not node or m["metadata"].get("deletionTimestamp"):
