@@ -105,6 +105,36 @@ def cond(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------------------ kubelet
+def test_kubelets_renew_their_leases_each_on_its_own_phase() -> None:
+    """Six kubelets adopted in one step do not renew their Leases in one step for ever after:
+    the renewal after the first comes at each node's own phase of the interval, as kubelets
+    started at different moments do (a cluster's every Lease written at once is a burst the
+    runtime's other work waits behind)."""
+    w = World({}, speed=100)
+    w.controllers["kubelet"] = importlib.import_module(
+        "harvester_sim.controllers.kubelet").setup(w)
+    renewals: dict[str, list[float]] = {}
+
+    def seen(ev: Any) -> None:
+        if ev.rt is not None and ev.rt.kind == "Lease" and ev.type in ("ADDED", "MODIFIED"):
+            renewals.setdefault(ev.obj["metadata"]["name"], []).append(w.clock.now())
+    w.store.subscribe(seen)
+    w.runtime.start()
+    try:
+        for i in range(6):
+            w.client.create(node(f"node-{i}", {}))
+        interval = w.controllers["kubelet"]._lease_interval()
+        wait_for(lambda: len(renewals) == 6 and all(len(v) >= 3 for v in renewals.values()),
+                 timeout=30, what="three renewals of every Lease")
+    finally:
+        w.stop()
+    assert not w.runtime.errors, w.runtime.errors[0]
+    second = sorted(v[1] for v in renewals.values())
+    assert second[-1] - second[0] > interval / 4, (interval, second)
+    for v in renewals.values():   # then every interval, from the node's own phase
+        assert v[2] - v[1] == pytest.approx(interval, abs=interval / 10), (interval, v)
+
+
 def test_kubelet_adopts_nodes_lease_and_stats(world: World) -> None:
     c = world.client
     n = wait_for(lambda: cond(get(world, "Node", "node-0", None), "Ready"), what="Ready")

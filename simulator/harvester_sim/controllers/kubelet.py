@@ -2,7 +2,11 @@
 
 Per node: adopts any existing Node object (fills in what a kubelet reports: addresses,
 ``nodeInfo``, capacity/allocatable, conditions, ``status.images``, daemon endpoints), renews
-its Lease in ``kube-node-lease``, reports status only when something changes or every
+its Lease in ``kube-node-lease`` (at once when it starts, as the lease controller's
+``wait.JitterUntil(sync, renewInterval, 0.04, true)`` does, kubernetes/kubernetes
+``staging/src/k8s.io/component-helpers/apimachinery/lease/controller.go``; then on a phase of
+its own: real kubelets start at different moments, so a cluster's Leases are not renewed
+all at once), reports status only when something changes or every
 ``STATUS_REPORT_S`` (the real kubelet's nodeStatusReportFrequency), keeps the
 ``node.kubernetes.io/unschedulable`` taint in step with ``spec.unschedulable``, and serves
 ``/stats/summary``, ``/configz`` and ``/healthz`` behind ``nodes/<n>/proxy``.
@@ -243,6 +247,10 @@ class NodeState:
     boot_id: str = ""
     lease_timer: Any = None
     report_timer: Any = None
+    # how much later than one interval the renewal after a (re)start comes: each kubelet
+    # renews on its own phase, as kubelets started at different moments do, instead of every
+    # node's Lease in the same runtime step
+    lease_phase: float = 0.0
     written_rv: int = 0            # resourceVersion of our last status write
     pending_info: dict[str, str] = field(default_factory=dict)
     lost_info: dict[str, str] = field(default_factory=dict)   # what a lost node boots once repaired
@@ -428,7 +436,10 @@ class Kubelet:
         self._ensure_spec(node)
         self.world.proxies.register_node(name, self._proxy_handler(name))
         self._schedule_lease(ns, first=True)
-        ns.report_timer = self._after(self._report_interval(), lambda: self._report(name))
+        # the periodic report on the node's own phase too (a real kubelet's timer runs from
+        # its own last write)
+        ns.report_timer = self._after(self._report_interval() * (1 + self._phase(name, "report")),
+                                      lambda: self._report(name))
         for pod in self.pods.on_node(name):
             self._handle_pod(pod)
 
@@ -596,9 +607,20 @@ class Kubelet:
         ns.report_timer = self._after(self._report_interval(), lambda: self._report(name))
 
     # ------------------------------------------------------------------ leases
+    def _phase(self, name: str, salt: str) -> float:
+        """A fraction in [0, 1), fixed per node: where in a period this node's timer runs."""
+        return (self._det_int(name, salt) % 4096) / 4096
+
     def _schedule_lease(self, ns: NodeState, first: bool = False) -> None:
+        """The first renewal at once (the Lease exists as the kubelet starts), the next one
+        on the node's phase, then every interval."""
         interval = self._lease_interval()
-        delay = 0.0 if first else interval
+        if first:
+            delay = 0.0
+            ns.lease_phase = interval * self._phase(ns.name, "lease")
+        else:
+            delay = interval + ns.lease_phase
+            ns.lease_phase = 0.0
         ns.lease_timer = self._after(delay, lambda: self._renew(ns.name))
 
     def _renew(self, name: str) -> None:
