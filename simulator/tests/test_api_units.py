@@ -315,6 +315,33 @@ def test_list_of_pods_by_node_follows_binding_and_deletes(store: Store) -> None:
         assert on(node) == scan(node) and on(node, None) == scan(node, None), node
 
 
+def test_a_list_of_a_whole_kind_stays_in_order_through_creates_updates_and_deletes(
+        store: Store) -> None:
+    """Lists answer (namespace, name) order whatever order objects came and went in (the
+    order of a whole kind is kept between lists, not sorted again for each)."""
+    cm_rt = rt(store, "", "configmaps")
+    store.create(rt(store, "", "namespaces"), {"metadata": {"name": "a-ns"}})
+
+    def names(ns: str | None = None, limit: int | None = None) -> list[str]:
+        return [f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+                for o in store.list(cm_rt, ns, limit=limit)[0]]
+
+    for name in ("m", "c", "x", "a"):
+        store.create(cm_rt, {"metadata": {"name": name}}, "default")
+    assert names() == ["default/a", "default/c", "default/m", "default/x"]
+    store.create(cm_rt, {"metadata": {"name": "b"}}, "default")
+    store.create(cm_rt, {"metadata": {"name": "z"}}, "a-ns")
+    assert names() == ["a-ns/z", "default/a", "default/b", "default/c", "default/m",
+                       "default/x"]
+    store.modify(cm_rt, "default", "m", lambda o: {**o, "data": {"k": "v"}})
+    store.delete(cm_rt, "default", "c")
+    store.create(cm_rt, {"metadata": {"name": "d"}}, "default")   # as many as before
+    assert names() == ["a-ns/z", "default/a", "default/b", "default/d", "default/m",
+                       "default/x"]
+    assert names("default", limit=2) == ["default/a", "default/b"]
+    assert store.list(cm_rt, "default")[0][3]["data"] == {"k": "v"}
+
+
 # ---------------------------------------------------------------- GC
 def _owned(store: Store, owner: dict[str, Any], name: str) -> dict[str, Any]:
     cm_rt = rt(store, "", "configmaps")
