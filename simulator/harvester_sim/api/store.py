@@ -29,6 +29,8 @@ from .resources import Registry, ResourceType
 from .selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]
+# stored keys, (namespace, name); an alias because the class below defines ``list``
+KeyList = list[tuple[str, str]]
 AdmissionHook = Callable[[str, ResourceType, Obj, "Obj | None", "str | None"], None]
 
 HISTORY_LIMIT = 100_000
@@ -223,7 +225,7 @@ class Store:
         # kind -> its stored keys in list order, kept while no object of the kind is created
         # or removed (an update keeps the key): a list of a whole kind (18,000 Replicas) is
         # not sorted again on every read, as the watch cache's sorted store is not
-        self._sorted_keys: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._sorted_keys: dict[tuple[str, str], KeyList] = {}
         self.admission: list[AdmissionHook] = []
         self.validators: dict[tuple[str, str],
                               Callable[[Obj, Obj | None], list[dict[str, str]]]] = {}
@@ -455,7 +457,7 @@ class Store:
             return out, str(rv), nxt, remaining
 
     def _keys_in_order(self, kind: tuple[str, str], bucket: dict[tuple[str, str], Obj]
-                       ) -> list[tuple[str, str]]:
+                       ) -> KeyList:
         """The kind's keys sorted (namespace, name), as a list answers them; under the lock."""
         keys = self._sorted_keys.get(kind)
         if keys is None or len(keys) != len(bucket):
