@@ -1111,11 +1111,7 @@ class KubeVirt:
             evac = st.get("evacuationNodeName") or ""
             if evac and not info.evac_node:
                 self._kick_evacuation()
-            info.evac_node = evac
-            if evac:
-                self.evac_marked.add(key)
-            else:
-                self.evac_marked.discard(key)
+            self._set_evac_node(key, info, evac)
             self._sync_vmi(*key)
         for ref in md.get("ownerReferences") or []:
             if ref.get("kind") == VM:
@@ -1134,6 +1130,14 @@ class KubeVirt:
         info = self.vmis[key] = VmiInfo(key[0], key[1], uid=uid,
                                         mem_mib=vmi_memory_mib(cur.get("spec") or {}))
         return info
+
+    def _set_evac_node(self, key: Key, info: VmiInfo, node: str) -> None:
+        """The VMI's evacuation mark (``status.evacuationNodeName``) and its index."""
+        info.evac_node = node
+        if node:
+            self.evac_marked.add(key)
+        else:
+            self.evac_marked.discard(key)
 
     def _forget_vmi(self, key: Key, uid: str) -> None:
         info = self.vmis.get(key)
@@ -1708,8 +1712,7 @@ class KubeVirt:
                 self.by_node.get(info.node, set()).discard(vkey)
             info.node = m.target
             self.by_node.setdefault(m.target, set()).add(vkey)
-            info.evac_node = ""
-            self.evac_marked.discard(vkey)
+            self._set_evac_node(vkey, info, "")
         self._schedule_pending()
         self._kick_evacuation()
 
