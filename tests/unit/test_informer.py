@@ -315,3 +315,62 @@ def test_the_node_a_field_selector_names() -> None:
     for sel in (None, "", "spec.nodeName=", "spec.nodeName!=n1", "metadata.name=n1",
                 "spec.nodeName==n1"):
         assert selected_node(sel) is None, sel
+
+
+def test_indexers_follow_events_and_start_again_on_a_relist() -> None:
+    def color(o: dict[str, Any]) -> str | None:
+        return (o.get("spec") or {}).get("color")
+
+    def painted(name: str, rv: int, c: str | None) -> dict[str, Any]:
+        o = obj(name, rv)
+        o["spec"]["color"] = c
+        return o
+    srv = FakeServer([painted("a", 5, "red"), painted("b", 6, "blue"), painted("c", 7, None)],
+                     10)
+    inf = Informer("v1", "Pod", None, srv.lister, srv.streamer, indexers={"color": color})
+    inf.start()
+    until(lambda: srv.watches)
+    assert inf.indexed("color") == {"red", "blue"}
+    assert inf.indexed("nope") is None, "no such index: the caller reads the set"
+    srv.send("MODIFIED", painted("b", 11, "red"))   # moves
+    srv.send("MODIFIED", painted("c", 12, "green"))  # gets indexed
+    srv.send("DELETED", painted("a", 13, "red"))
+    until(lambda: inf.seen() == 13)
+    assert inf.indexed("color") == {"red", "green"}, "an emptied value is gone"
+    red = inf.indexed("color", "red")
+    assert isinstance(red, list) and names((red, "")) == ["b"]
+    assert inf.indexed("color", "blue") == []
+    # a read waits for what it must see, as snapshot does
+    assert inf.indexed("color", None, min_rv=99, timeout=0.05) is None
+    # the node index is kept beside the caller's
+    assert names(inf.snapshot(node="n1")) == ["b", "c"]
+    srv.items, srv.rv = [painted("z", 20, "blue")], 20
+    srv.send("ERROR", {"code": 410})
+    until(lambda: inf.seen() == 20)
+    assert inf.indexed("color") == {"blue"}
+    inf.stop()
+
+
+def test_cycle_kube_keeps_the_longhorn_indexes_on_the_replica_informer(monkeypatch: Any
+                                                                       ) -> None:
+    def replica(name: str, rv: int, node: str, volume: str, state: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "longhorn-system",
+                             "resourceVersion": str(rv)},
+                "spec": {"nodeID": node, "volumeName": volume},
+                "status": {"currentState": state}}
+    srv = FakeServer([replica("r1", 5, "n1", "v1", "running"),
+                      replica("r2", 6, "n2", "v1", "error"),
+                      replica("r3", 7, "n2", "v2", "running")], 10)
+    kube = FakeCycleKube(srv)
+    monkeypatch.setattr(cycle_kube.Kube, "list_with_rv",
+                        lambda self, *a, **k: srv.lister())
+    lh = ("longhorn.io/v1beta2", "Replica", "longhorn-system")
+    assert kube.by_index(*lh, "healthy") == {"v1", "v2"}
+    on_n2 = kube.by_index(*lh, "spec.nodeID", "n2")
+    assert isinstance(on_n2, list) and names((on_n2, "")) == ["r2", "r3"]
+    srv.send("MODIFIED", replica("r3", 11, "n2", "v2", "error"))
+    until(lambda: kube.by_index(*lh, "healthy") == {"v1"})
+    assert kube.stats["lists"] == 1, "one list: the indexes are read from the informer"
+    # a set without an informer: the caller reads it itself
+    assert kube.by_index("v1", "ConfigMap", "x", "healthy") is None
+    kube.close()

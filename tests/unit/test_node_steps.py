@@ -583,3 +583,47 @@ def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
     kube = _NodesKube([_node("n1"), _node("n3", "Unknown")], [_node("n1"), _node("n3", "False")])
     with pytest.raises(waiting.WaitTimeout, match="not Ready: n3"):
         node_safety.wait_nodes_ready(kube, "n1", 10)
+
+
+def test_the_indexed_longhorn_check_answers_as_the_pass_over_every_replica() -> None:
+    # random clusters: node_safety.any_at_risk_indexed (the informers' indexes) says "at
+    # risk" exactly when volumes_at_risk (every Replica and Volume) names a volume
+    import random
+
+    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+        longhorn_index as li,
+    )
+
+    class Indexed:
+        def __init__(self, vols: list[dict[str, Any]], reps: list[dict[str, Any]]) -> None:
+            self.sets = {"Volume": (vols, li.VOLUME_INDEXERS),
+                         "Replica": (reps, li.REPLICA_INDEXERS)}
+
+        def by_index(self, api: str, kind: str, ns: str, index: str,
+                     value: str | None = None) -> Any:
+            objs, indexers = self.sets[kind]
+            under: dict[str, list[dict[str, Any]]] = {}
+            for o in objs:
+                if k := indexers[index](o):
+                    under.setdefault(k, []).append(o)
+            return set(under) if value is None else under.get(value, [])
+
+    rnd = random.Random(25)
+    nodes = ["n1", "n2", "n3", "n4"]
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        vols, reps = [], []
+        for i in range(rnd.randint(0, 6)):
+            vols.append(vol(f"v{i}", "degraded", rnd.choice(["attached", "attaching",
+                                                            "detached"])))
+            for _r in range(rnd.randint(0, 3)):
+                r = rep(f"v{i}", rnd.choice(nodes), running=rnd.random() < 0.7)
+                if rnd.random() < 0.15:
+                    r["spec"]["failedAt"] = "2026-01-01T00:00:00Z"
+                reps.append(r)
+        want = bool(node_safety.volumes_at_risk(vols, "n1", reps))
+        assert node_safety.any_at_risk_indexed(Indexed(vols, reps), "n1") is want, (vols, reps)
+        seen[want] += 1
+    assert seen[True] > 50 and seen[False] > 50, seen
+    # a client without indexes: the caller makes the pass
+    assert node_safety.any_at_risk_indexed(object(), "n1") is None

@@ -27,6 +27,9 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    longhorn_index as li,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import waiting
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -34,6 +37,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
     json_copy,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
+    Indexer,
     Informer,
     field_filter,
     label_filter,
@@ -72,6 +76,12 @@ INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS),
 # whole set (the restore's VMs, wherever they start) gets a cluster-wide informer of its own,
 # started by that read; a read by name or namespace only uses one that is running.
 SCOPED = {(*c.VMI, None)}
+# the indexes an informed set keeps beside its store (informer.Informer ``indexers``): the
+# Longhorn check of one node reads that node's replicas and two sets of names instead of
+# every Replica and Volume (node_safety.any_at_risk_indexed)
+INDEXERS: dict[tuple[str, str, str | None], dict[str, Indexer]] = {
+    (*c.LH_REPLICA, c.LONGHORN_NS): li.REPLICA_INDEXERS,
+    (*c.LH_VOLUME, c.LONGHORN_NS): li.VOLUME_INDEXERS}
 # an informer's key: (api_version, kind, namespace, label selector or None)
 Key = tuple[str, str, "str | None", "str | None"]
 
@@ -182,7 +192,8 @@ class CycleKube(Kube):
                 return self.stream(res, namespace=key[2], label_selector=key[3],
                                    resource_version=rv or None, timeout=timeout,
                                    allow_watch_bookmarks=True)
-            inf = Informer(key[0], key[1], key[2], lister, streamer)
+            inf = Informer(key[0], key[1], key[2], lister, streamer,
+                           indexers=INDEXERS.get(key[:3]) if key[3] is None else None)
             inf.start()          # the initial list: its errors are the caller's
             with self._lock:
                 self.stats["lists"] += 1
@@ -215,12 +226,30 @@ class CycleKube(Kube):
         if found is None:
             return None
         inf, key = found
-        snap = inf.snapshot(self._need.get(key, -1), match=_matcher(key, namespace, match),
+        # no field selector on the informer's own scope: every object, without a test each
+        whole = not field_selector and (not namespace or key[2] is not None)
+        snap = inf.snapshot(self._need.get(key, -1),
+                            match=None if whole else _matcher(key, namespace, match),
                             node=selected_node(field_selector))
         if snap is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1
         return snap
+
+    def by_index(self, api_version: str, kind: str, namespace: str | None, index: str,
+                 value: str | None = None) -> set[str] | list[dict[str, Any]] | None:
+        """What the informer of the set keeps under ``index`` (:data:`INDEXERS`): without
+        ``value`` the values some object is under, with it the objects under it; ``None``
+        when no healthy informer with that index serves the set (the caller reads the set)."""
+        found = self._serving(api_version, kind, namespace, None, None)
+        if found is None:
+            return None
+        inf, key = found
+        got = inf.indexed(index, value, self._need.get(key, -1))
+        if got is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+        return got
 
     def prefetch(self, wait: bool = True, scoped: Iterable[Key] = (),
                  informed: bool = True) -> None:

@@ -54,8 +54,13 @@ def rv_int(value: Any) -> int | None:
         return None
 
 
-def _node_of(obj: dict[str, Any] | None) -> str:
-    return str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+# an index function: the value an object is indexed under (``None`` or ``""``: not indexed)
+Indexer = Callable[[dict[str, Any]], "str | None"]
+NODE_NAME = "spec.nodeName"
+
+
+def _node_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("nodeName") or "")
 
 
 def _field_terms(field_selector: str) -> list[tuple[str, str]] | None:
@@ -134,14 +139,18 @@ class Informer:
 
     def __init__(self, api_version: str, kind: str, namespace: str | None,
                  lister: Callable[[], tuple[list[dict[str, Any]], str]],
-                 streamer: Callable[[str, int], Any], history: int = 20000) -> None:
+                 streamer: Callable[[str, int], Any], history: int = 20000,
+                 indexers: dict[str, Indexer] | None = None) -> None:
         self.api_version, self.kind, self.namespace = api_version, kind, namespace
         self._lister, self._streamer = lister, streamer
         self._cond = threading.Condition()
         self._items: dict[str, dict[str, Any]] = {}
-        # the keys of the objects bound to each node (``spec.nodeName``: Pods), so that a read
-        # of one node's pods looks at those only, as the API server's own index does
-        self._by_node: dict[str, set[str]] = {}
+        # per index, the keys of the objects under each value, kept with every event (as
+        # client-go's Indexers): the objects bound to each node (``spec.nodeName``: Pods), so
+        # that a read of one node's pods looks at those only, as the API server's own index
+        # does, and the caller's (``indexers``)
+        self._indexers: dict[str, Indexer] = {NODE_NAME: _node_of, **(indexers or {})}
+        self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         self._rv = ""                       # last resourceVersion processed (list or event)
         self._seen = -1                     # the same as an integer
         self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history)
@@ -182,7 +191,7 @@ class Informer:
                 return
             old = self._items
             self._items, self._rv, self._seen = fresh, rv, seen
-            self._by_node = {}
+            self._indexes = {name: {} for name in self._indexers}
             for key, obj in fresh.items():
                 self._index(key, None, obj)
             # subscribers see the difference as events; the history starts again here
@@ -226,17 +235,20 @@ class Informer:
             self._cond.notify_all()
 
     def _index(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        was, now = _node_of(old), _node_of(new)
-        if was == now:
-            return
-        if was:
-            keys = self._by_node.get(was)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._by_node[was]
-        if now:
-            self._by_node.setdefault(now, set()).add(key)
+        for name, fn in self._indexers.items():
+            was, now = (fn(old) if old is not None else None), \
+                (fn(new) if new is not None else None)
+            if was == now:
+                continue
+            index = self._indexes[name]
+            if was:
+                keys = index.get(was)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[was]
+            if now:
+                index.setdefault(now, set()).add(key)
 
     def _run(self) -> None:
         backoff = 0.2
@@ -308,12 +320,25 @@ class Informer:
             if not self._caught_up(min_rv, timeout):
                 return None
             if node:
-                items = [self._items[k] for k in self._by_node.get(node, ())]
+                items = [self._items[k] for k in self._indexes[NODE_NAME].get(node, ())]
             else:
                 items = list(self._items.values())
             if match is not None:
                 items = [o for o in items if match(o)]
             return items, self._rv
+
+    def indexed(self, index: str, value: str | None = None, min_rv: int = -1,
+                timeout: float = 10.0) -> set[str] | list[dict[str, Any]] | None:
+        """Without ``value``: the values of ``index`` some object is under; with it: the
+        objects under ``value``; once the informer has seen ``min_rv``, ``None`` as for
+        :meth:`snapshot` (or when the informer has no such index)."""
+        with self._cond:
+            keys = self._indexes.get(index)
+            if keys is None or not self._caught_up(min_rv, timeout):
+                return None
+            if value is None:
+                return set(keys)
+            return [self._items[k] for k in keys.get(value, ())]
 
     def lookup(self, key: str, min_rv: int = -1, timeout: float = 10.0
                ) -> tuple[dict[str, Any] | None] | None:

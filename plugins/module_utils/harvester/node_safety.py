@@ -9,6 +9,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    longhorn_index as li,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client import (
     ApiError,
@@ -17,6 +20,10 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.errors import (
     NodeLoopError,
     NotServed,
+)
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.longhorn_index import (
+    replica_healthy,
+    volume_attached,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.node_facts import (
     LONGHORN_API,
@@ -39,12 +46,12 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
     a volume whose every healthy replica sits on ``node`` (replica count 1, or replicas
     rebuilt onto one node) is ``healthy`` and still loses its data path when the node goes
     down. Safe only with at least one healthy replica (running, never failed) elsewhere."""
-    if not _attached(vol):
+    if not volume_attached(vol):
         return None
     robust = (vol.get("status") or {}).get("robustness") or "unknown"
     name = (vol.get("metadata") or {}).get("name")
     mine = [r for r in replicas if (r.get("spec") or {}).get("volumeName") == name]
-    healthy = [r for r in mine if _healthy(r)]
+    healthy = [r for r in mine if replica_healthy(r)]
     elsewhere = [r for r in healthy if (r.get("spec") or {}).get("nodeID") != node]
     if elsewhere:
         return None     # a healthy replica survives elsewhere
@@ -52,17 +59,6 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
         return (f"volume {name} ({robust}) has its only healthy replica(s) on node {node}: "
                 f"{', '.join(sorted(str((r.get('metadata') or {}).get('name')) for r in healthy))}")
     return f"volume {name} ({robust}) has no healthy replica off node {node}"
-
-
-def _attached(vol: dict[str, Any]) -> bool:
-    """A volume with a data path to lose: attached, or being attached."""
-    return (vol.get("status") or {}).get("state") in ("attached", "attaching")
-
-
-def _healthy(replica: dict[str, Any]) -> bool:
-    """A replica that serves the volume: running, and never failed since it was built."""
-    return (replica.get("status") or {}).get("currentState") == "running" \
-        and not (replica.get("spec") or {}).get("failedAt")
 
 
 def replicas_by_volume(replicas: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -84,7 +80,7 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
     runs on every change of a Volume or Replica while the node waits)."""
     replicas = list(replicas)
     safe: set[str] = set()
-    for r in replicas:   # _healthy() inline: this runs over every Replica of the cluster
+    for r in replicas:   # replica_healthy() inline: this runs over every Replica here
         spec = r.get("spec") or {}
         if spec.get("nodeID") != node and not spec.get("failedAt") and \
                 (r.get("status") or {}).get("currentState") == "running":
@@ -93,7 +89,7 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
     out = []
     for v in vols:
         name = str((v.get("metadata") or {}).get("name") or "")
-        if name in safe or not _attached(v):
+        if name in safe or not volume_attached(v):
             continue
         if by_volume is None:
             by_volume = replicas_by_volume(replicas)
@@ -101,6 +97,35 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
         if why:
             out.append(why)
     return out
+
+
+def any_at_risk_indexed(kube: Kube, node: str) -> bool | None:
+    """Whether :func:`volumes_at_risk` would name a volume, from the Longhorn informers'
+    indexes (:mod:`longhorn_index`): ``node``'s replicas and the sets of attached volumes and
+    of volumes with a healthy replica, instead of a pass over every Replica and Volume.
+    ``None`` when the client has no such indexes (a plain client, informers off or not
+    healthy): the caller then makes the pass."""
+    by_index = getattr(kube, "by_index", None)
+    if by_index is None:
+        return None
+    ns = "longhorn-system"
+    attached = by_index(LONGHORN_API, "Volume", ns, li.ATTACHED_VOLUME)
+    healthy = by_index(LONGHORN_API, "Replica", ns, li.HEALTHY_REPLICA_VOLUME)
+    mine = by_index(LONGHORN_API, "Replica", ns, li.REPLICA_NODE, node)
+    if attached is None or healthy is None or mine is None:
+        return None
+    if not attached <= healthy:
+        return True      # an attached volume without any healthy replica
+    for r in mine:
+        vol = str((r.get("spec") or {}).get("volumeName") or "")
+        if vol not in attached or not replica_healthy(r):
+            continue
+        theirs = by_index(LONGHORN_API, "Replica", ns, li.HEALTHY_REPLICA_VOLUME, vol)
+        if theirs is None:
+            return None
+        if all((o.get("spec") or {}).get("nodeID") == node for o in theirs):
+            return True  # its healthy replicas are all on node
+    return False
 
 
 def longhorn_unreadable(exc: Exception, kinds: str, why: str) -> NodeLoopError:
@@ -167,6 +192,8 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
         return volumes_at_risk(view["Volume"].values(), node,
                                (view.get("Replica") or {}).values())
 
+    if any_at_risk_indexed(kube, node) is False:
+        return {"waited": False}
     at_risk = volumes_at_risk(vols, node, replicas)
     if not at_risk:
         return {"waited": False}

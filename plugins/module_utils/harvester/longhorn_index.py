@@ -1,0 +1,51 @@
+"""What the Longhorn safety check (:mod:`node_safety`) reads of a Replica and a Volume, and the
+informer indexes kept on them (:mod:`cycle_kube`), so that the check of one node looks at that
+node's replicas and a few sets instead of every Replica and Volume of the cluster.
+
+A volume is at risk when ``node`` goes down if it is attached and has no healthy replica off
+``node``. With the three indexes that is: an attached volume with no healthy replica at all,
+or an attached volume whose healthy replicas are all among ``node``'s own — the same answer
+as the pass over every Replica (:func:`node_safety.volumes_at_risk`), which still gives the
+reasons when some volume is at risk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# index names (informer.Informer ``indexers``)
+REPLICA_NODE = "spec.nodeID"            # every replica, by the node it lives on
+HEALTHY_REPLICA_VOLUME = "healthy"      # the healthy replicas, by their volume
+ATTACHED_VOLUME = "attached"            # the attached volumes, by name
+
+
+def replica_healthy(replica: dict[str, Any]) -> bool:
+    """A replica that serves the volume: running, and never failed since it was built."""
+    return (replica.get("status") or {}).get("currentState") == "running" \
+        and not (replica.get("spec") or {}).get("failedAt")
+
+
+def volume_attached(vol: dict[str, Any]) -> bool:
+    """A volume with a data path to lose: attached, or being attached."""
+    return (vol.get("status") or {}).get("state") in ("attached", "attaching")
+
+
+def _replica_node(replica: dict[str, Any]) -> str:
+    return str((replica.get("spec") or {}).get("nodeID") or "")
+
+
+def _healthy_replica_volume(replica: dict[str, Any]) -> str | None:
+    if not replica_healthy(replica):
+        return None
+    return str((replica.get("spec") or {}).get("volumeName") or "")
+
+
+def _attached_volume(vol: dict[str, Any]) -> str | None:
+    return str((vol.get("metadata") or {}).get("name") or "") if volume_attached(vol) else None
+
+
+Indexers = dict[str, Callable[[dict[str, Any]], "str | None"]]
+REPLICA_INDEXERS: Indexers = {REPLICA_NODE: _replica_node,
+                              HEALTHY_REPLICA_VOLUME: _healthy_replica_volume}
+VOLUME_INDEXERS: Indexers = {ATTACHED_VOLUME: _attached_volume}
