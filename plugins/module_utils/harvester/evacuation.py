@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -313,14 +314,15 @@ def candidate_nodes(vm: VmView, nodes: list[NodeView]) -> list[NodeView]:
 # Decisions
 # ---------------------------------------------------------------------------------------------
 
-def non_migratable_reason(vm: VmView, nodes: list[NodeView]) -> str | None:
+def non_migratable_reason(vm: VmView, nodes: list[NodeView],
+                          candidates: list[NodeView] | None = None) -> str | None:
     """Why ``vm`` cannot be live-migrated off its node, or ``None`` if it can.
 
     The reason starts with a CamelCase word (KubeVirt's reason where KubeVirt gives one),
-    followed by a sentence for people.
+    followed by a sentence for people. ``candidates``: :func:`candidate_nodes` of ``vm``,
+    when the caller has them.
     """
-    others = [n for n in nodes if n.name != vm.node and not n.witness]
-    if not others:
+    if not any(n.name != vm.node and not n.witness for n in nodes):
         return "SingleNode: no other non-witness node to migrate to"
     if vm.host_devices:
         return ("HostDeviceNotLiveMigratable: uses host devices "
@@ -333,7 +335,7 @@ def non_migratable_reason(vm: VmView, nodes: list[NodeView]) -> str | None:
         reason = vm.live_migratable[1] or "NotLiveMigratable"
         msg = vm.live_migratable[2] or "KubeVirt reports LiveMigratable=False"
         return f"{reason}: {msg}"
-    if not candidate_nodes(vm, nodes):
+    if not (candidates if candidates is not None else candidate_nodes(vm, nodes)):
         if vm.node_selector:
             sel = ",".join(f"{k}={v}" for k, v in sorted(vm.node_selector.items()))
             return f"NodeSelectorPinned: nodeSelector {sel} matches no other schedulable node"
@@ -407,11 +409,13 @@ def _pick(candidates: list[NodeView], vm: VmView, prefer_late: bool) -> NodeView
     return max(fitting, key=lambda n: (n.free_mem, n.free_cpu_m, n.name))
 
 
-def choose_target(vm: VmView, nodes: list[NodeView], *, exclude: set[str] | None = None
-                  ) -> tuple[NodeView | None, str]:
-    """Best target for ``vm`` (upgraded nodes first); does not reserve capacity."""
+def choose_target(vm: VmView, nodes: list[NodeView], *, exclude: set[str] | None = None,
+                  candidates: list[NodeView] | None = None) -> tuple[NodeView | None, str]:
+    """Best target for ``vm`` (upgraded nodes first); does not reserve capacity.
+    ``candidates``: :func:`candidate_nodes` of ``vm``, when the caller has them."""
     excl = exclude or set()
-    cands = [n for n in candidate_nodes(vm, nodes) if n.name not in excl]
+    cands = [n for n in (candidates if candidates is not None else candidate_nodes(vm, nodes))
+             if n.name not in excl]
     up = [n for n in cands if n.upgraded]
     pick = _pick(up, vm, prefer_late=False)
     if pick is not None:
@@ -434,11 +438,24 @@ def plan_evacuation(node: str, vms: list[VmView], nodes: list[NodeView], *,
     """
     plan = EvacuationPlan(node=node)
     pool = [dataclasses.replace(n) for n in nodes]   # copies: we reserve capacity
+    # where a VM could be scheduled depends on its constraints and the nodes' labels, taints
+    # and state, not on capacity: worked out once per set of constraints (a node's VMs mostly
+    # share theirs), the capacity left is read on the pool's nodes as VMs are placed
+    by_constraints: dict[str, list[NodeView]] = {}
+
+    def candidates(vm: VmView) -> list[NodeView]:
+        key = json.dumps([vm.node, vm.node_selector, vm.affinity, vm.tolerations],
+                         sort_keys=True)
+        found = by_constraints.get(key)
+        if found is None:
+            found = by_constraints[key] = candidate_nodes(vm, pool)
+        return found
+
     movable: list[VmView] = []
     for vm in sorted(vms, key=lambda v: v.key):
         if vm.node != node:
             continue
-        reason = non_migratable_reason(vm, pool)
+        reason = non_migratable_reason(vm, pool, candidates(vm))
         if reason is not None:
             plan.shutdown.append(Shutdown(vm, reason))
         else:
@@ -447,7 +464,7 @@ def plan_evacuation(node: str, vms: list[VmView], nodes: list[NodeView], *,
         if not target_aware:
             plan.migrate.append(Move(vm, None, "target-aware placement off; scheduler chooses"))
             continue
-        target, why = choose_target(vm, pool)
+        target, why = choose_target(vm, pool, candidates=candidates(vm))
         if target is not None:
             target.req_cpu_m += vm.cpu_m
             target.req_mem += vm.mem
