@@ -340,6 +340,14 @@ def test_a_list_of_a_whole_kind_stays_in_order_through_creates_updates_and_delet
                        "default/x"]
     assert names("default", limit=2) == ["default/a", "default/b"]
     assert store.list(cm_rt, "default")[0][3]["data"] == {"k": "v"}
+    # one namespace of the kind, beside namespaces its name is a prefix of or follows
+    for ns in ("a", "a-b", "ab", "a0"):
+        store.create(rt(store, "", "namespaces"), {"metadata": {"name": ns}})
+        store.create(cm_rt, {"metadata": {"name": "q"}}, ns)
+    assert names("a") == ["a/q"] and names("a-b") == ["a-b/q"] and names("ab") == ["ab/q"]
+    assert names("a-ns") == ["a-ns/z"] and names("none") == []
+    assert names() == ["a/q", "a-b/q", "a-ns/z", "a0/q", "ab/q", "default/a", "default/b",
+                       "default/d", "default/m", "default/x"]
 
 
 # ---------------------------------------------------------------- GC

@@ -14,6 +14,7 @@ copies; watch events share the stored dict and must be treated as read-only.
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import queue
 import re
@@ -427,11 +428,21 @@ class Store:
                 if not isinstance(items, list) or len(keys) < len(items):
                     items = [(k, bucket[k]) for k in keys]
                     whole = False
-            if whole:   # already in order: no sort below
-                items = ((k, bucket[k]) for k in self._keys_in_order(rt.key, bucket))
             by_labels = not lsel.empty
             by_fields = not fsel.empty
             matched: list[tuple[tuple[str, str], Obj]] = []
+            if whole:   # already in order: no sort below
+                keys = self._keys_in_order(rt.key, bucket)
+                if not (start or by_labels or by_fields):
+                    # a whole kind, or one namespace of it (a range of the sorted keys):
+                    # nothing to test object by object
+                    if ns_filter is not None:
+                        keys = keys[bisect.bisect_left(keys, (ns_filter,)):
+                                    bisect.bisect_left(keys, (ns_filter + "\x00",))]
+                    matched = [(k, bucket[k]) for k in keys]
+                    items = ()
+                else:
+                    items = ((k, bucket[k]) for k in keys)
             for k, obj in items:
                 if ns_filter is not None and k[0] != ns_filter:
                     continue
