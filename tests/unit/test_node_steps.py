@@ -585,28 +585,29 @@ def test_wait_nodes_ready_waits_for_the_other_nodes_only() -> None:
         node_safety.wait_nodes_ready(kube, "n1", 10)
 
 
+class Indexed:
+    """``by_index`` of :class:`cycle_kube.CycleKube` over plain lists (the Longhorn indexes)."""
+
+    def __init__(self, **sets: list[dict[str, Any]]) -> None:
+        li = pytest.importorskip(f"{_MU}.longhorn_index")
+        indexers = {"Volume": li.VOLUME_INDEXERS, "Replica": li.REPLICA_INDEXERS,
+                    "Engine": li.ENGINE_INDEXERS}
+        self.sets = {kind: (objs, indexers[kind]) for kind, objs in sets.items()}
+
+    def by_index(self, api: str, kind: str, ns: str, index: str,
+                 value: str | None = None) -> Any:
+        objs, indexers = self.sets[kind]
+        under: dict[str, list[dict[str, Any]]] = {}
+        for o in objs:
+            if k := indexers[index](o):
+                under.setdefault(k, []).append(o)
+        return set(under) if value is None else under.get(value, [])
+
+
 def test_the_indexed_longhorn_check_answers_as_the_pass_over_every_replica() -> None:
     # random clusters: node_safety.any_at_risk_indexed (the informers' indexes) says "at
     # risk" exactly when volumes_at_risk (every Replica and Volume) names a volume
     import random
-
-    from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
-        longhorn_index as li,
-    )
-
-    class Indexed:
-        def __init__(self, vols: list[dict[str, Any]], reps: list[dict[str, Any]]) -> None:
-            self.sets = {"Volume": (vols, li.VOLUME_INDEXERS),
-                         "Replica": (reps, li.REPLICA_INDEXERS)}
-
-        def by_index(self, api: str, kind: str, ns: str, index: str,
-                     value: str | None = None) -> Any:
-            objs, indexers = self.sets[kind]
-            under: dict[str, list[dict[str, Any]]] = {}
-            for o in objs:
-                if k := indexers[index](o):
-                    under.setdefault(k, []).append(o)
-            return set(under) if value is None else under.get(value, [])
 
     rnd = random.Random(25)
     nodes = ["n1", "n2", "n3", "n4"]
@@ -622,8 +623,37 @@ def test_the_indexed_longhorn_check_answers_as_the_pass_over_every_replica() -> 
                     r["spec"]["failedAt"] = "2026-01-01T00:00:00Z"
                 reps.append(r)
         want = bool(node_safety.volumes_at_risk(vols, "n1", reps))
-        assert node_safety.any_at_risk_indexed(Indexed(vols, reps), "n1") is want, (vols, reps)
+        assert node_safety.any_at_risk_indexed(Indexed(Volume=vols, Replica=reps),
+                                               "n1") is want, (vols, reps)
         seen[want] += 1
     assert seen[True] > 50 and seen[False] > 50, seen
     # a client without indexes: the caller makes the pass
     assert node_safety.any_at_risk_indexed(object(), "n1") is None
+
+
+def test_the_indexed_engine_checks_answer_as_the_pass_over_every_engine() -> None:
+    # random clusters: node_job._engines_indexed gives (settled, some running engine's volume
+    # not healthy) as _engines_settled and _volumes_to_skip's first look see them
+    import random
+    rnd = random.Random(26)
+    seen = set()
+    for _ in range(400):
+        vols, engines = [], []
+        for i in range(rnd.randint(0, 5)):
+            if rnd.random() < 0.9:
+                vols.append(vol(f"v{i}", rnd.choice(["healthy", "degraded", "unknown"]),
+                                rnd.choice(["attached", "attaching", "detached", ""])))
+            if rnd.random() < 0.8:
+                engines.append({"metadata": {"name": f"v{i}-e-0",
+                                             "labels": {"longhornvolume": f"v{i}"}},
+                                "status": {"currentState": rnd.choice(["running",
+                                                                       "stopped"])}})
+        view = (engines, {v["metadata"]["name"]: v for v in vols})
+        settled = node_job._engines_settled(None, view) is None
+        unhealthy = any(v is not None and (v.get("status") or {}).get("robustness") !=
+                        "healthy" for _n, v in node_job._running_engine_volumes(*view))
+        got = node_job._engines_indexed(Indexed(Volume=vols, Engine=engines))
+        assert got == (settled, unhealthy), (vols, engines)
+        seen.add(got)
+    assert len(seen) == 4, seen
+    assert node_job._engines_indexed(object()) is None

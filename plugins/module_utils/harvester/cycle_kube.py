@@ -78,10 +78,12 @@ INFORMED = {(*c.NODE, None), (*c.SECRET, c.FLEET_NS),
 SCOPED = {(*c.VMI, None)}
 # the indexes an informed set keeps beside its store (informer.Informer ``indexers``): the
 # Longhorn check of one node reads that node's replicas and two sets of names instead of
-# every Replica and Volume (node_safety.any_at_risk_indexed)
+# every Replica and Volume (node_safety.any_at_risk_indexed), the pre-drain Job's checks from
+# sets of volume names instead of every Engine (node_job._engines_indexed)
 INDEXERS: dict[tuple[str, str, str | None], dict[str, Indexer]] = {
     (*c.LH_REPLICA, c.LONGHORN_NS): li.REPLICA_INDEXERS,
-    (*c.LH_VOLUME, c.LONGHORN_NS): li.VOLUME_INDEXERS}
+    (*c.LH_VOLUME, c.LONGHORN_NS): li.VOLUME_INDEXERS,
+    (*c.LH_ENGINE, c.LONGHORN_NS): li.ENGINE_INDEXERS}
 # an informer's key: (api_version, kind, namespace, label selector or None)
 Key = tuple[str, str, "str | None", "str | None"]
 

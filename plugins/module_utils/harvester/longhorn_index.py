@@ -1,6 +1,8 @@
 """What the Longhorn safety check (:mod:`node_safety`) reads of a Replica and a Volume, and the
 informer indexes kept on them (:mod:`cycle_kube`), so that the check of one node looks at that
-node's replicas and a few sets instead of every Replica and Volume of the cluster.
+node's replicas and a few sets instead of every Replica and Volume of the cluster; and the
+indexes that answer the pre-drain Job's two questions (:mod:`node_job`: are the running
+engines' volumes all attached, is one of them not healthy) from sets of names.
 
 A volume is at risk when ``node`` goes down if it is attached and has no healthy replica off
 ``node``. With the three indexes that is: an attached volume with no healthy replica at all,
@@ -18,6 +20,9 @@ from typing import Any
 REPLICA_NODE = "spec.nodeID"            # every replica, by the node it lives on
 HEALTHY_REPLICA_VOLUME = "healthy"      # the healthy replicas, by their volume
 ATTACHED_VOLUME = "attached"            # the attached volumes, by name
+NOT_ATTACHED_VOLUME = "state!=attached"     # the volumes not (yet, or no longer) attached
+NOT_HEALTHY_VOLUME = "robustness!=healthy"  # the volumes not healthy
+RUNNING_ENGINE_VOLUME = "running"       # the running engines, by their volume (label)
 
 
 def replica_healthy(replica: dict[str, Any]) -> bool:
@@ -46,6 +51,29 @@ def _attached_volume(vol: dict[str, Any]) -> str | None:
 
 
 Indexers = dict[str, Callable[[dict[str, Any]], "str | None"]]
+def _not_attached_volume(vol: dict[str, Any]) -> str | None:
+    if (vol.get("status") or {}).get("state") == "attached":
+        return None
+    return str((vol.get("metadata") or {}).get("name") or "")
+
+
+def _not_healthy_volume(vol: dict[str, Any]) -> str | None:
+    if (vol.get("status") or {}).get("robustness") == "healthy":
+        return None
+    return str((vol.get("metadata") or {}).get("name") or "")
+
+
+def _running_engine_volume(engine: dict[str, Any]) -> str | None:
+    """As the pre-drain script reads an engine: running, and its ``longhornvolume`` label."""
+    if (engine.get("status") or {}).get("currentState") != "running":
+        return None
+    return str(((engine.get("metadata") or {}).get("labels") or {}).get("longhornvolume")
+               or "")
+
+
 REPLICA_INDEXERS: Indexers = {REPLICA_NODE: _replica_node,
                               HEALTHY_REPLICA_VOLUME: _healthy_replica_volume}
-VOLUME_INDEXERS: Indexers = {ATTACHED_VOLUME: _attached_volume}
+VOLUME_INDEXERS: Indexers = {ATTACHED_VOLUME: _attached_volume,
+                             NOT_ATTACHED_VOLUME: _not_attached_volume,
+                             NOT_HEALTHY_VOLUME: _not_healthy_volume}
+ENGINE_INDEXERS: Indexers = {RUNNING_ENGINE_VOLUME: _running_engine_volume}

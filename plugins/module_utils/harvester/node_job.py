@@ -12,6 +12,9 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import
     constants as c,
 )
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
+    longhorn_index as li,
+)
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import node_order as no
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     node_states,
@@ -326,6 +329,27 @@ def _engines_settled(kube: Kube, view: EngineView | None = None) -> str | None:
     return None
 
 
+def _engines_indexed(kube: Kube) -> tuple[bool, bool] | None:
+    """(settled, some running engine's volume not healthy) as :func:`_engines_settled` and
+    :func:`_volumes_to_skip` see them, from the informers' indexes (:mod:`longhorn_index`):
+    the volumes of the running engines against the sets of volumes not attached and not
+    healthy. ``None`` when the client has no such indexes or they cannot be read (the caller
+    then reads the Engines and Volumes, failing closed as ever)."""
+    by_index = getattr(kube, "by_index", None)
+    if by_index is None:
+        return None
+    ns = "longhorn-system"
+    try:
+        running = by_index(LONGHORN_API, "Engine", ns, li.RUNNING_ENGINE_VOLUME)
+        detached = by_index(LONGHORN_API, "Volume", ns, li.NOT_ATTACHED_VOLUME)
+        unhealthy = by_index(LONGHORN_API, "Volume", ns, li.NOT_HEALTHY_VOLUME)
+    except (NotServed, ApiError):
+        return None
+    if running is None or detached is None or unhealthy is None:
+        return None
+    return not (running & detached), bool(running & unhealthy)
+
+
 def _running_engine_volumes(engines: list[dict[str, Any]], vols: dict[str, dict[str, Any]]
                             ) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """The volume of each running engine, as the pre-drain script reads them: its name (the
@@ -392,10 +416,13 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         return _pre_drain_failed(writer, node, outcome, out, fail)
     recorded = restore_entries(kube, writer, node)
     if outcome[0] == "absent":
-        # one read of the Engines and Volumes answers both questions (settled, what to skip)
-        view: EngineView | None = _engine_view(
+        # one read of the Engines and Volumes answers both questions (settled, what to skip),
+        # or the informers' indexes do when every running engine's volume is attached and
+        # healthy (nothing to wait for, nothing to skip)
+        clear = _engines_indexed(kube) == (True, False)
+        view: EngineView | None = None if clear else _engine_view(
             kube, "Engines and Volumes", "tell whether the stopped VMs' volumes detached")
-        if _engines_settled(kube, view) is not None:
+        if view is not None and _engines_settled(kube, view) is not None:
             if start_only:
                 return out
             try:
@@ -410,7 +437,7 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
                 writer.fail_node(node, "PreDrainFailed", "VolumesNotSettled", str(exc))
                 raise
             view = None   # read again: they changed
-        skip = _volumes_to_skip(kube, node, view)
+        skip = [] if clear else _volumes_to_skip(kube, node, view)
         created = kube.create_in("batch/v1", "Job", job_body(writer, "pre-drain", node, skip),
                                  c.UPGRADE_NS)
         if not start_only:
