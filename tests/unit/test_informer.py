@@ -374,3 +374,31 @@ def test_cycle_kube_keeps_the_longhorn_indexes_on_the_replica_informer(monkeypat
     # a set without an informer: the caller reads it itself
     assert kube.by_index("v1", "ConfigMap", "x", "healthy") is None
     kube.close()
+
+
+def test_totals_follow_events_and_start_again_on_a_relist() -> None:
+    def weighed(name: str, rv: int, node: str, w: int) -> dict[str, Any]:
+        o = obj(name, rv, node)
+        o["spec"]["w"] = w
+        return o
+
+    def weight(o: dict[str, Any]) -> tuple[str, tuple[int, ...]] | None:
+        node = o["spec"]["nodeName"]
+        return (node, (o["spec"]["w"], 1)) if node else None
+    srv = FakeServer([weighed("a", 5, "n1", 3), weighed("b", 6, "n1", 4),
+                      weighed("c", 7, "", 9)], 10)
+    inf = Informer("v1", "Pod", None, srv.lister, srv.streamer, totals={"w": weight})
+    inf.start()
+    until(lambda: srv.watches)
+    assert inf.totalled("w") == {"n1": (7, 2)}
+    assert inf.totalled("nope") is None
+    srv.send("MODIFIED", weighed("b", 11, "n2", 5))     # moves, and weighs more
+    srv.send("MODIFIED", weighed("c", 12, "n2", 1))     # bound
+    srv.send("DELETED", weighed("a", 13, "n1", 3))
+    until(lambda: inf.seen() == 13)
+    assert inf.totalled("w") == {"n1": (0, 0), "n2": (6, 2)}
+    srv.items, srv.rv = [weighed("z", 20, "n3", 2)], 20
+    srv.send("ERROR", {"code": 410})
+    until(lambda: inf.seen() == 20)
+    assert inf.totalled("w") == {"n3": (2, 1)}
+    inf.stop()

@@ -355,3 +355,50 @@ def test_our_write_is_awaited_only_by_the_informers_whose_set_holds_it(scoped: A
     t.join(30)
     assert [o["metadata"]["resourceVersion"] for o in out[0]] == ["11"]
     assert len(srv.lists) == 2, "both answered from their informers"
+
+
+def test_the_plan_from_the_pod_informers_totals_equals_the_look_at_every_pod() -> None:
+    """evacuation_views with what each node's pods request as the Pod informer sums it
+    (``by_total``) gives the views and VMs of the look at every pod."""
+    def pod(name: str, node: str, cpu: str, mem: str, phase: str = "Running",
+            labels: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "default", "uid": name,
+                             "resourceVersion": "1", "labels": labels or {}},
+                "spec": {"nodeName": node, "containers": [
+                    {"resources": {"requests": {"cpu": cpu, "memory": mem}}}]},
+                "status": {"phase": phase}}
+    pods = [pod("p1", "node-1", "1", "1Gi"), pod("p2", "node-2", "500m", "2Gi"),
+            pod("p3", "node-2", "2", "1Gi", "Succeeded"), pod("p4", "", "1", "1Gi"),
+            pod("virt-launcher-on-1", "node-1", "1", "4Gi",
+                labels={"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "on-1"})]
+
+    class Totalled(_ClusterKube):
+        def by_total(self, api: str, kind: str, ns: str | None, total: str) -> Any:
+            out: dict[str, tuple[int, ...]] = {}
+            for p in self.objects["Pod"]:
+                got = ev.pod_requests_by_node(p)
+                if got:
+                    cur = out.get(got[0], (0, 0))
+                    out[got[0]] = (cur[0] + got[1][0], cur[1] + got[1][1])
+            return out
+
+        def list(self, api_version: str, kind: str, namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None
+                 ) -> list[dict[str, Any]]:
+            items = super().list(api_version, kind, namespace, label_selector)
+            if field_selector:
+                want = field_selector.split("=", 1)[1]
+                items = [o for o in items if o["spec"].get("nodeName") == want]
+            return items
+    objects = {"Node": [_node("node-1"), _node("node-2")], "Pod": pods,
+               VMI_KIND: CLUSTER_VMIS}
+    facts = [{"name": "node-1", "upgraded": False, "order": 0},
+             {"name": "node-2", "upgraded": True, "order": 1}]
+    plain = node_evacuation.evacuation_views(_ClusterKube(objects), None, facts,  # type: ignore[arg-type]
+                                             only_node="node-1")
+    totalled = node_evacuation.evacuation_views(Totalled(objects), None, facts,  # type: ignore[arg-type]
+                                                only_node="node-1")
+    assert totalled == plain
+    assert [(n.name, n.req_cpu_m, n.req_mem // 2**30) for n in plain[0]] == [
+        ("node-1", 2000, 5), ("node-2", 500, 2)]
+    assert plain[1][0].mem > 0, "the launcher's requests reach the VM's view"

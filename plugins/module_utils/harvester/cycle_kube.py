@@ -27,6 +27,7 @@ from typing import Any
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
 )
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     longhorn_index as li,
 )
@@ -39,6 +40,7 @@ from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.client
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester.informer import (
     Indexer,
     Informer,
+    Totaller,
     field_filter,
     label_filter,
     rv_int,
@@ -84,6 +86,11 @@ INDEXERS: dict[tuple[str, str, str | None], dict[str, Indexer]] = {
     (*c.LH_REPLICA, c.LONGHORN_NS): li.REPLICA_INDEXERS,
     (*c.LH_VOLUME, c.LONGHORN_NS): li.VOLUME_INDEXERS,
     (*c.LH_ENGINE, c.LONGHORN_NS): li.ENGINE_INDEXERS}
+# the sums an informed set keeps by value (informer.Informer ``totals``): what the active pods
+# of each node request, which the evacuation's plan reads for every candidate target
+# (node_evacuation.evacuation_views) instead of looking at every pod of the cluster
+TOTALS: dict[tuple[str, str, str | None], dict[str, Totaller]] = {
+    (*c.POD, None): {ev.POD_REQUESTS: ev.pod_requests_by_node}}
 # an informer's key: (api_version, kind, namespace, label selector or None)
 Key = tuple[str, str, "str | None", "str | None"]
 
@@ -194,8 +201,10 @@ class CycleKube(Kube):
                 return self.stream(res, namespace=key[2], label_selector=key[3],
                                    resource_version=rv or None, timeout=timeout,
                                    allow_watch_bookmarks=True)
+            whole = key[3] is None
             inf = Informer(key[0], key[1], key[2], lister, streamer,
-                           indexers=INDEXERS.get(key[:3]) if key[3] is None else None)
+                           indexers=INDEXERS.get(key[:3]) if whole else None,
+                           totals=TOTALS.get(key[:3]) if whole else None)
             inf.start()          # the initial list: its errors are the caller's
             with self._lock:
                 self.stats["lists"] += 1
@@ -248,6 +257,20 @@ class CycleKube(Kube):
             return None
         inf, key = found
         got = inf.indexed(index, value, self._need.get(key, -1))
+        if got is not None:
+            self.stats["hits"] += 1
+            self.stats["informed"] += 1
+        return got
+
+    def by_total(self, api_version: str, kind: str, namespace: str | None, total: str
+                 ) -> dict[str, tuple[int, ...]] | None:
+        """The sums the informer of the set keeps for ``total`` (:data:`TOTALS`) by value;
+        ``None`` when no healthy informer with that total serves the set."""
+        found = self._serving(api_version, kind, namespace, None, None)
+        if found is None:
+            return None
+        inf, key = found
+        got = inf.totalled(total, self._need.get(key, -1))
         if got is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1

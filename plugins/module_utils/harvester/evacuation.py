@@ -167,22 +167,40 @@ def warm_pod_facts(pods: list[dict[str, Any]]) -> int:
     return len(pods)
 
 
+# the name of the Pod informer's total of :func:`pod_requests_by_node` (cycle_kube.TOTALS)
+POD_REQUESTS = "requests"
+
+
+def pod_requests_by_node(pod: dict[str, Any]) -> tuple[str, tuple[int, ...]] | None:
+    """What an active pod bound to a node takes of it: ``(node, (cpu millicores, memory
+    bytes))``; ``None`` for a pod that takes nothing (not bound, or done)."""
+    on, active, c, m = _pod_facts(pod)
+    return (on, (c, m)) if active and on else None
+
+
 def node_view(node: dict[str, Any], pods: list[dict[str, Any]], *, upgraded: bool = False,
               order: int = 0) -> NodeView:
     """A :class:`NodeView` from a Node and the pods bound to it (any namespace)."""
+    cpu = mem = 0
+    name = (node.get("metadata") or {}).get("name")
+    for p in pods:
+        on, active, c, m = _pod_facts(p)
+        if active and on == name:
+            cpu += c
+            mem += m
+    return node_view_of(node, cpu, mem, upgraded=upgraded, order=order)
+
+
+def node_view_of(node: dict[str, Any], req_cpu_m: int, req_mem: int, *, upgraded: bool = False,
+                 order: int = 0) -> NodeView:
+    """A :class:`NodeView` from a Node and what the pods bound to it request."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or [])
-    cpu = mem = 0
-    name = meta.get("name")
-    for p in pods:
-        on, active, c, m = _pod_facts(p)
-        if active and on == name:
-            cpu += c
-            mem += m
+    cpu, mem = req_cpu_m, req_mem
     return NodeView(
         name=meta.get("name", ""), labels=dict(meta.get("labels") or {}),
         taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),

@@ -57,6 +57,8 @@ def rv_int(value: Any) -> int | None:
 # an index function: the value an object is indexed under (``None`` or ``""``: not indexed)
 Indexer = Callable[[dict[str, Any]], "str | None"]
 NODE_NAME = "spec.nodeName"
+# a total's function: the value an object counts under and what it counts (``None``: nothing)
+Totaller = Callable[[dict[str, Any]], "tuple[str, tuple[int, ...]] | None"]
 
 
 def _node_of(obj: dict[str, Any]) -> str:
@@ -140,7 +142,8 @@ class Informer:
     def __init__(self, api_version: str, kind: str, namespace: str | None,
                  lister: Callable[[], tuple[list[dict[str, Any]], str]],
                  streamer: Callable[[str, int], Any], history: int = 20000,
-                 indexers: dict[str, Indexer] | None = None) -> None:
+                 indexers: dict[str, Indexer] | None = None,
+                 totals: dict[str, Totaller] | None = None) -> None:
         self.api_version, self.kind, self.namespace = api_version, kind, namespace
         self._lister, self._streamer = lister, streamer
         self._cond = threading.Condition()
@@ -151,6 +154,10 @@ class Informer:
         # does, and the caller's (``indexers``)
         self._indexers: dict[str, Indexer] = {NODE_NAME: _node_of, **(indexers or {})}
         self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        # per total, the sums of what the objects under each value count (``totals``: the
+        # requests of the active pods bound to each node, kept as pods come and go)
+        self._totallers: dict[str, Totaller] = dict(totals or {})
+        self._totals: dict[str, dict[str, list[int]]] = {name: {} for name in self._totallers}
         self._rv = ""                       # last resourceVersion processed (list or event)
         self._seen = -1                     # the same as an integer
         self._history: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=history)
@@ -192,6 +199,7 @@ class Informer:
             old = self._items
             self._items, self._rv, self._seen = fresh, rv, seen
             self._indexes = {name: {} for name in self._indexers}
+            self._totals = {name: {} for name in self._totallers}
             for key, obj in fresh.items():
                 self._index(key, None, obj)
             # subscribers see the difference as events; the history starts again here
@@ -235,6 +243,18 @@ class Informer:
             self._cond.notify_all()
 
     def _index(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for name, count in self._totallers.items():
+            totals = self._totals[name]
+            for obj, sign in ((old, -1), (new, 1)):
+                got = count(obj) if obj is not None else None
+                if got is None:
+                    continue
+                value, amounts = got
+                cur = totals.get(value)
+                if cur is None:
+                    cur = totals[value] = [0] * len(amounts)
+                for i, a in enumerate(amounts):
+                    cur[i] += sign * a
         for name, fn in self._indexers.items():
             was, now = (fn(old) if old is not None else None), \
                 (fn(new) if new is not None else None)
@@ -339,6 +359,16 @@ class Informer:
             if value is None:
                 return set(keys)
             return [self._items[k] for k in keys.get(value, ())]
+
+    def totalled(self, total: str, min_rv: int = -1, timeout: float = 10.0
+                 ) -> dict[str, tuple[int, ...]] | None:
+        """The sums of ``total`` by value, once the informer has seen ``min_rv``; ``None`` as
+        for :meth:`snapshot` (or when the informer keeps no such total)."""
+        with self._cond:
+            totals = self._totals.get(total)
+            if totals is None or not self._caught_up(min_rv, timeout):
+                return None
+            return {value: tuple(sums) for value, sums in totals.items()}
 
     def lookup(self, key: str, min_rv: int = -1, timeout: float = 10.0
                ) -> tuple[dict[str, Any] | None] | None:

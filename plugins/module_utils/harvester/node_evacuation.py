@@ -402,13 +402,29 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
     """Every node's view (capacity left, from the pods bound to it) and the VMs' views — of
     the VMs on ``only_node`` when given (an evacuation plans that node's VMs only)."""
     nodes = kube.list("v1", "Node")
-    pods = kube.list("v1", "Pod")
     why = "plan which VMs leave the node"
     vmis = [v for v in (harvester_items(kube, VMI_API, "VirtualMachineInstance", why)
                         if only_node is None else node_vmis(kube, only_node, why))
             if active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}
+    # what the pods of each node request, as the Pod informer keeps it (cycle_kube.TOTALS),
+    # instead of a look at every pod of the cluster; the node's own pods for its launchers
+    by_total = getattr(kube, "by_total", None)
+    totals = by_total("v1", "Pod", None, ev.POD_REQUESTS) if by_total and only_node else None
+    if totals is not None:
+        views = []
+        for n in nodes:
+            name = n["metadata"]["name"]
+            f = by_name.get(name) or {}
+            cpu, mem = totals.get(name, (0, 0))
+            views.append(ev.node_view_of(n, cpu, mem, upgraded=bool(f.get("upgraded")),
+                                         order=int(f.get("order", 0))))
+        launchers = _launchers(kube.list("v1", "Pod",
+                                         field_selector=f"spec.nodeName={only_node}"))
+        return views, [ev.vm_view(v, launchers.get(
+            f"{v['metadata'].get('namespace')}/{v['metadata']['name']}")) for v in vmis]
+    pods = kube.list("v1", "Pod")
     pods_on: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:   # once, not once per node (3,200 pods x 100 nodes at hundred-node)
         pods_on.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
