@@ -362,7 +362,7 @@ def test_the_plan_from_the_pod_informers_totals_equals_the_look_at_every_pod() -
     (``by_total``) gives the views and VMs of the look at every pod."""
     def pod(name: str, node: str, cpu: str, mem: str, phase: str = "Running",
             labels: dict[str, str] | None = None) -> dict[str, Any]:
-        return {"metadata": {"name": name, "namespace": "default", "uid": name,
+        return {"metadata": {"name": name, "namespace": "default", "uid": f"totals-{name}",
                              "resourceVersion": "1", "labels": labels or {}},
                 "spec": {"nodeName": node, "containers": [
                     {"resources": {"requests": {"cpu": cpu, "memory": mem}}}]},

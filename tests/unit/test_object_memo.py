@@ -76,7 +76,7 @@ def test_pods_looked_at_beforehand_are_not_looked_at_again_unless_changed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "8Gi"}}}
     pods = [pod(f"w{i}", "1", "n1") for i in range(5)]
-    assert ev.warm_pod_facts(pods) == 5
+    assert ev.node_view(node, pods).req_cpu_m == 5 * 2000
     seen: list[str] = []
     real = ev.pod_requests
     monkeypatch.setattr(ev, "pod_requests",

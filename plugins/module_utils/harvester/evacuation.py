@@ -154,17 +154,9 @@ def _active_requests(pod: dict[str, Any]) -> tuple[str, bool, int, int]:
     return str((pod.get("spec") or {}).get("nodeName") or ""), pod_is_active(pod), c, m
 
 
-# the capacity plan looks at every pod of the cluster at each node's evacuation
+# what a pod version takes of its node, looked at once per version: by the Pod informer's
+# totals as pods change (pod_requests_by_node), by a plain client's plan at each evacuation
 _pod_facts = ObjectMemo(_active_requests)
-
-
-def warm_pod_facts(pods: list[dict[str, Any]]) -> int:
-    """Look at every pod now (the head start's ``prepare``, while the previous node reboots),
-    so that the capacity plan at the next cordon computes only the pods changed since;
-    returns how many were looked at."""
-    for p in pods:
-        _pod_facts(p)
-    return len(pods)
 
 
 # the name of the Pod informer's total of :func:`pod_requests_by_node` (cycle_kube.TOTALS)

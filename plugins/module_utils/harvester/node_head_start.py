@@ -268,9 +268,9 @@ def prepare(kube: Kube, writer: PlanWriter, node: str, play: list[str],
     both in memory instead of listing when Rancher asks. Nothing is decided on them until
     then: the informer follows every change (the plan is made on the VMIs as they are when
     Rancher asks, as before), and these are the reads the head start makes anyway (a wrong
-    guess costs one list and watch of that node's VMIs); and look at every pod for the
-    capacity plan (:func:`evacuation.warm_pod_facts`: at the cordon only the pods changed
-    since are looked at again). Only for a client with informers
+    guess costs one list and watch of that node's VMIs); and start the Pod informer, whose
+    totals of what each node's pods request the capacity plan reads at the cordon
+    (:func:`node_evacuation.evacuation_views`). Only for a client with informers
     (:class:`cycle_kube.CycleKube`), never in check mode. ``restore``: VMs stopped for
     ``node`` are restarted before the head start (node_cycle): the informer of every VMI,
     which that restore's wait for them to be scheduled reads, is started too. Returns the
@@ -289,8 +289,8 @@ def prepare(kube: Kube, writer: PlanWriter, node: str, play: list[str],
             if nxt:
                 cyc.prefetch(scoped=[(VMI_API, "VirtualMachineInstance", None, on_node(nxt))],
                              informed=False)
-                # the capacity plan's look at every pod, while nothing waits for it
-                ev.warm_pod_facts(cyc.list(*c.POD))
+                # the Pod informer, whose totals the capacity plan reads at the cordon
+                cyc.by_total(*c.POD, None, ev.POD_REQUESTS)
             if restore:   # a plain read starts the cluster-wide informer (cycle_kube.SCOPED)
                 cyc.list(VMI_API, "VirtualMachineInstance")
         except Exception:  # noqa: BLE001 - the head start's own reads raise it
