@@ -50,7 +50,6 @@ def _attached_volume(vol: dict[str, Any]) -> str | None:
     return str((vol.get("metadata") or {}).get("name") or "") if volume_attached(vol) else None
 
 
-Indexers = dict[str, Callable[[dict[str, Any]], "str | None"]]
 def _not_attached_volume(vol: dict[str, Any]) -> str | None:
     if (vol.get("status") or {}).get("state") == "attached":
         return None
@@ -71,6 +70,7 @@ def _running_engine_volume(engine: dict[str, Any]) -> str | None:
                or "")
 
 
+Indexers = dict[str, Callable[[dict[str, Any]], "str | None"]]
 REPLICA_INDEXERS: Indexers = {REPLICA_NODE: _replica_node,
                               HEALTHY_REPLICA_VOLUME: _healthy_replica_volume}
 VOLUME_INDEXERS: Indexers = {ATTACHED_VOLUME: _attached_volume,

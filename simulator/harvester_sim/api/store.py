@@ -432,17 +432,17 @@ class Store:
             by_fields = not fsel.empty
             matched: list[tuple[tuple[str, str], Obj]] = []
             if whole:   # already in order: no sort below
-                keys = self._keys_in_order(rt.key, bucket)
+                ordered = self._keys_in_order(rt.key, bucket)
                 if not (start or by_labels or by_fields):
                     # a whole kind, or one namespace of it (a range of the sorted keys):
                     # nothing to test object by object
                     if ns_filter is not None:
-                        keys = keys[bisect.bisect_left(keys, (ns_filter,)):
-                                    bisect.bisect_left(keys, (ns_filter + "\x00",))]
-                    matched = [(k, bucket[k]) for k in keys]
+                        ordered = ordered[bisect.bisect_left(ordered, (ns_filter,)):
+                                          bisect.bisect_left(ordered, (ns_filter + "\x00",))]
+                    matched = [(k, bucket[k]) for k in ordered]
                     items = ()
                 else:
-                    items = ((k, bucket[k]) for k in keys)
+                    items = ((k, bucket[k]) for k in ordered)
             for k, obj in items:
                 if ns_filter is not None and k[0] != ns_filter:
                     continue
