@@ -22,7 +22,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     constants as c,
@@ -93,6 +93,7 @@ TOTALS: dict[tuple[str, str, str | None], dict[str, Totaller]] = {
     (*c.POD, None): {ev.POD_REQUESTS: ev.pod_requests_by_node}}
 # an informer's key: (api_version, kind, namespace, label selector or None)
 Key = tuple[str, str, "str | None", "str | None"]
+T = TypeVar("T")
 
 
 def _matcher(key: Key, namespace: str | None,
@@ -252,25 +253,25 @@ class CycleKube(Kube):
         """What the informer of the set keeps under ``index`` (:data:`INDEXERS`): without
         ``value`` the values some object is under, with it the objects under it; ``None``
         when no healthy informer with that index serves the set (the caller reads the set)."""
-        found = self._serving(api_version, kind, namespace, None, None)
-        if found is None:
-            return None
-        inf, key = found
-        got = inf.indexed(index, value, self._need.get(key, -1))
-        if got is not None:
-            self.stats["hits"] += 1
-            self.stats["informed"] += 1
-        return got
+        return self._kept(api_version, kind, namespace,
+                          lambda inf, rv: inf.indexed(index, value, rv))
 
     def by_total(self, api_version: str, kind: str, namespace: str | None, total: str
                  ) -> dict[str, tuple[int, ...]] | None:
         """The sums the informer of the set keeps for ``total`` (:data:`TOTALS`) by value;
         ``None`` when no healthy informer with that total serves the set."""
+        return self._kept(api_version, kind, namespace,
+                          lambda inf, rv: inf.totalled(total, rv))
+
+    def _kept(self, api_version: str, kind: str, namespace: str | None,
+              read: Callable[[Informer, int], T]) -> T | None:
+        """``read`` of the set's informer at our last write's resourceVersion (None: no
+        healthy informer serves the set, or it has not caught up)."""
         found = self._serving(api_version, kind, namespace, None, None)
         if found is None:
             return None
         inf, key = found
-        got = inf.totalled(total, self._need.get(key, -1))
+        got = read(inf, self._need.get(key, -1))
         if got is not None:
             self.stats["hits"] += 1
             self.stats["informed"] += 1

@@ -192,12 +192,11 @@ def node_view_of(node: dict[str, Any], req_cpu_m: int, req_mem: int, *, upgraded
     alloc = status.get("allocatable") or status.get("capacity") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or [])
-    cpu, mem = req_cpu_m, req_mem
     return NodeView(
         name=meta.get("name", ""), labels=dict(meta.get("labels") or {}),
         taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
         ready=ready, alloc_cpu_m=cpu_millis(alloc.get("cpu")),
-        alloc_mem=mem_bytes(alloc.get("memory")), req_cpu_m=cpu, req_mem=mem,
+        alloc_mem=mem_bytes(alloc.get("memory")), req_cpu_m=req_cpu_m, req_mem=req_mem,
         upgraded=upgraded, order=order)
 
 

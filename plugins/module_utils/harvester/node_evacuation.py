@@ -408,33 +408,31 @@ def evacuation_views(kube: Kube, plan: dict[str, Any] | None, facts: list[dict[s
             if active_vmi(v)
             and (only_node is None or (v.get("status") or {}).get("nodeName") == only_node)]
     by_name = {f["name"]: f for f in facts}
-    # what the pods of each node request, as the Pod informer keeps it (cycle_kube.TOTALS),
-    # instead of a look at every pod of the cluster; the node's own pods for its launchers
+    # what the pods of each node request: as the Pod informer keeps it (cycle_kube.TOTALS),
+    # with the node's own pods (its launchers) by the informer's node index; else summed here
+    # over every pod, once (not once per node: 3,200 pods x 100 nodes at hundred-node)
     by_total = getattr(kube, "by_total", None)
     totals = by_total("v1", "Pod", None, ev.POD_REQUESTS) if by_total and only_node else None
     if totals is not None:
-        views = []
-        for n in nodes:
-            name = n["metadata"]["name"]
-            f = by_name.get(name) or {}
-            cpu, mem = totals.get(name, (0, 0))
-            views.append(ev.node_view_of(n, cpu, mem, upgraded=bool(f.get("upgraded")),
-                                         order=int(f.get("order", 0))))
-        launchers = _launchers(kube.list("v1", "Pod",
-                                         field_selector=f"spec.nodeName={only_node}"))
-        return views, [ev.vm_view(v, launchers.get(
-            f"{v['metadata'].get('namespace')}/{v['metadata']['name']}")) for v in vmis]
-    pods = kube.list("v1", "Pod")
-    pods_on: dict[str, list[dict[str, Any]]] = {}
-    for pod in pods:   # once, not once per node (3,200 pods x 100 nodes at hundred-node)
-        pods_on.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        mine = kube.list("v1", "Pod", field_selector=f"spec.nodeName={only_node}")
+    else:
+        pods = kube.list("v1", "Pod")
+        totals = {}
+        for pod in pods:
+            got = ev.pod_requests_by_node(pod)
+            if got is not None:
+                cpu, mem = totals.get(got[0], (0, 0))
+                totals[got[0]] = (cpu + got[1][0], mem + got[1][1])
+        mine = pods if only_node is None else [
+            p for p in pods if (p.get("spec") or {}).get("nodeName") == only_node]
     views = []
     for n in nodes:
         name = n["metadata"]["name"]
         f = by_name.get(name) or {}
-        views.append(ev.node_view(n, pods_on.get(name, []), upgraded=bool(f.get("upgraded")),
-                                  order=int(f.get("order", 0))))
-    launchers = _launchers(pods if only_node is None else pods_on.get(only_node, []))
+        cpu, mem = totals.get(name, (0, 0))
+        views.append(ev.node_view_of(n, cpu, mem, upgraded=bool(f.get("upgraded")),
+                                     order=int(f.get("order", 0))))
+    launchers = _launchers(mine)
     vms = []
     for v in vmis:
         key = f"{v['metadata'].get('namespace')}/{v['metadata']['name']}"

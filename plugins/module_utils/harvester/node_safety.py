@@ -179,6 +179,10 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
     Longhorn is not expected either, skips the check."""
     why = f"check Longhorn volumes before node {node} goes down"
     try:
+        # the informers' indexes decide without the lists when nothing is at risk; they
+        # start (list) the same sets, so their errors are the lists' errors
+        if any_at_risk_indexed(kube, node) is False:
+            return {"waited": False}
         vols = kube.list(LONGHORN_API, "Volume", "longhorn-system")
         replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
     except NotServed as exc:
@@ -192,8 +196,6 @@ def wait_volumes_safe(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
         return volumes_at_risk(view["Volume"].values(), node,
                                (view.get("Replica") or {}).values())
 
-    if any_at_risk_indexed(kube, node) is False:
-        return {"waited": False}
     at_risk = volumes_at_risk(vols, node, replicas)
     if not at_risk:
         return {"waited": False}
