@@ -696,6 +696,11 @@ def test_harvester_migrate_action_pins_the_target(
     vm = c.get(API, "VirtualMachine", "vm1", "default")
     assert "kubernetes.io/hostname" not in (vm["spec"]["template"]["spec"].get("nodeSelector")
                                             or {})
+    # Go's client does not send the emptied map (``omitempty``): no nodeSelector is left, as
+    # Harvester's VM live-migrate detector (``NodeSelector != nil``) needs to find it
+    wait_for(lambda: "nodeSelector" not in ((running(w, "vm1") or {}).get("spec") or {}),
+             what="VMI without a nodeSelector")
+    assert "nodeSelector" not in vm["spec"]["template"]["spec"]
 
 
 def test_harvester_migrate_action_v1_7_uses_added_node_selector(

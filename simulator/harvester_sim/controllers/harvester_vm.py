@@ -174,6 +174,17 @@ def migratable_nodes(client: Any, vmi: Obj) -> list[str]:
             and not _drained(n)]
 
 
+def _unpin(spec: Obj) -> None:
+    """``delete(spec.NodeSelector, "kubernetes.io/hostname")`` and the update that sends
+    ``spec``: a map the delete leaves empty is not sent (the field's ``omitempty``), so the
+    stored object has no ``nodeSelector`` any more (not an empty one)."""
+    sel = spec.get("nodeSelector")
+    if isinstance(sel, dict):
+        sel.pop(HOSTNAME, None)
+        if not sel:
+            del spec["nodeSelector"]
+
+
 def _kubevirt_ready(client: Any) -> bool:
     kv = client.peek(API, "KubeVirt", "kubevirt", NS)
     if kv is None:
@@ -310,10 +321,7 @@ class MigrationController:
         def fn(cur: Obj) -> Obj:
             cur["metadata"].setdefault("annotations", {})[ANN_TIMESTAMP] = ts
             if drop:
-                sel = (((cur.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-                    "nodeSelector")
-                if isinstance(sel, dict):
-                    sel.pop(HOSTNAME, None)
+                _unpin(((cur.get("spec") or {}).get("template") or {}).get("spec") or {})
             return cur
 
         try:
@@ -346,9 +354,7 @@ class MigrationController:
             a.pop(ANN_UID, None)
             a.pop(ANN_STATE, None)
             if a.pop(ANN_TARGET, None) and unpin:
-                sel = (cur.get("spec") or {}).get("nodeSelector")
-                if isinstance(sel, dict):
-                    sel.pop(HOSTNAME, None)
+                _unpin(cur.get("spec") or {})
             return cur
 
         self._update_vmi(md["namespace"], md["name"], fn)

@@ -981,7 +981,7 @@ class KubeVirt:
 
         def fn(cur: Obj) -> Obj | None:
             spec = cur.setdefault("spec", {})
-            if want is None:
+            if not want:   # an empty Go map is not sent (``omitempty``): no field
                 spec.pop("nodeSelector", None)
             else:
                 spec["nodeSelector"] = json_copy(want)
