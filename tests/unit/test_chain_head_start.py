@@ -211,3 +211,38 @@ def test_a_single_node_cluster_gets_no_head_start(monkeypatch: pytest.MonkeyPatc
     [entry] = pipeline.start_chain(plain, w, {"timeout": 60}, chain(head_start=True),
                                    phase_table.TABLE)
     assert "head_start" not in entry
+
+
+def _vmi(name: str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"domain": {}}
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    return {"metadata": {"namespace": "default", "name": name}, "spec": spec,
+            "status": {"nodeName": "node-2", "phase": "Running"}}
+
+
+def _mig(vmi: str, phase: str, run: str = "run-1") -> dict[str, Any]:
+    return {"metadata": {"namespace": "default", "name": f"{vmi}-x",
+                         "annotations": {node_head_start.RUN_ANNOTATION: run}},
+            "spec": {"vmiName": vmi}, "status": {"phase": phase}}
+
+
+def test_the_pre_drain_job_may_start_beside_admitted_unpinned_migrations_only() -> None:
+    """node_head_start.all_under_way: the pre-drain Job's VM detector stops every VMI with a
+    node selector (an empty one too), and KubeVirt's evacuation moves, without a target,
+    every VMI with no migration under way: the Job starts early only when neither applies."""
+    under_way = node_head_start.all_under_way
+    left = [_vmi("a"), _vmi("b")]
+    migs = [_mig("a", "Running"), _mig("b", "Scheduling")]
+    assert under_way(left, migs, "run-1")
+    assert under_way([], [], "run-1")
+    # queued at KubeVirt, finished or failed: not in a lane
+    for phase in ("Pending", "", "Succeeded", "Failed"):
+        assert not under_way(left, [migs[0], _mig("b", phase)], "run-1")
+    # moved by a migration of someone else (another run, KubeVirt's evacuation)
+    assert not under_way(left, [migs[0], _mig("b", "Running", run="run-0")], "run-1")
+    # no migration at all for one of them
+    assert not under_way(left, migs[:1], "run-1")
+    # Harvester's v1.6 pin still on the VMI, or an empty selector (NodeSelector != nil)
+    for sel in ({"kubernetes.io/hostname": "node-1"}, {}):
+        assert not under_way([_vmi("a"), _vmi("b", sel)], migs, "run-1")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
@@ -88,6 +88,9 @@ HEAD_START_OPTIONS: dict[str, dict[str, Any]] = {
 # a node in one of these states had its pre-drain answered and is not upgraded yet: Rancher
 # (one node at a time) asks for no other node until it is done
 ANSWERED_STATES = ("PreDrained", "PostDraining", "WaitingReboot")
+# a migration KubeVirt took into one of its lanes and has not finished (kubevirt.io/v1
+# VirtualMachineInstanceMigration phases after Pending)
+ADMITTED_PHASES = ("Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running")
 # how long the head start lets its Node view catch up with Rancher's order (await_back)
 NODE_VIEW_CATCH_UP_S = 5.0
 # the taints kube-controller-manager's node lifecycle controller keeps in step with a Node's
@@ -219,6 +222,28 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     return out
 
 
+def all_under_way(left: list[dict[str, Any]], migrations: Iterable[dict[str, Any]],
+                  run: str) -> bool:
+    """Whether every VMI of ``left`` (the VMs still running on a node) is being moved by one
+    of this run's migrations (``run``) that KubeVirt admitted (a phase past ``Pending`` and
+    not final) and carries no ``spec.nodeSelector`` any more. Then the node's pre-drain Job
+    may start beside those migrations: its VM detector (harvester
+    ``GetAllNonLiveMigratableVMINames``) stops every VMI with a node selector, which the
+    VMs moved by Harvester's v1.6 migrate action carry until Harvester's migration controller
+    drops the pin from the VM and KubeVirt copies that to the VMI; its drain taint makes
+    KubeVirt's evacuation start migrations only for VMIs with none under way; and its wait
+    for the VMs to be off the node ends when these migrations do."""
+    moving = set()
+    for m in migrations:
+        md = m.get("metadata") or {}
+        if (md.get("annotations") or {}).get(RUN_ANNOTATION) == run and \
+                (m.get("status") or {}).get("phase") in ADMITTED_PHASES:
+            moving.add((md.get("namespace"), (m.get("spec") or {}).get("vmiName")))
+    return all((v.get("spec") or {}).get("nodeSelector") is None and
+               ((v.get("metadata") or {}).get("namespace"),
+                (v.get("metadata") or {}).get("name")) in moving for v in left)
+
+
 def await_back(kube: Kube, node: str, timeout: float = NODE_VIEW_CATCH_UP_S) -> bool:
     """Whether ``node`` shows Ready and schedulable in the Node view, waiting up to ``timeout``
     for the view to show it (no request when the view is an informer's).
@@ -320,9 +345,12 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
                       *, stopped: bool = False, drain: str | None = None) -> dict[str, Any]:
     """The end of ``node``'s evacuation after :func:`head_start` started it (``secret``: its
     machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
-    on the node, then — Longhorn and the PDBs allowing it now, the plan still in
-    NodeUpgrading — create its pre-drain Job, taint the node as soon as the Job exists, and
-    answer Rancher's pre-drain (node ``PreDrained``), what the node's own :func:`evacuate`
+    on the node, or for every one left to be under way (:func:`all_under_way`: the last
+    migrations in KubeVirt's lanes, none pinned by a node selector any more), then —
+    Longhorn and the PDBs allowing it now, the plan still in NodeUpgrading — create its
+    pre-drain Job, taint the node as soon as the Job exists, wait for the Job (whose script
+    waits for the VMs to be off the node) and for the migrations to have ended, none failed,
+    and answer Rancher's pre-drain (node ``PreDrained``), what the node's own :func:`evacuate`
     and :func:`answer_hook` do next (they taint first: two steps); then, time
     left, start its OS upgrade once Rancher drained it (:func:`_start_os_upgrade`). Gives up,
     changing nothing, when time runs out, when one of this run's migrations off the node
@@ -339,23 +367,26 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     sel = ours_selector(writer, node)
     ours: list[dict[str, Any]] = []   # this plan's migrations off the node, as last seen
 
-    def off(view: dict[str, dict[str, dict[str, Any]]]) -> Any:
+    def off(view: dict[str, dict[str, dict[str, Any]]], under_way: bool = True) -> Any:
         ours[:] = view[VMIM_KIND].values()
         for m in view[VMIM_KIND].values():
             md = m.get("metadata") or {}
             if (md.get("annotations") or {}).get(RUN_ANNOTATION) == run and \
                     (m.get("status") or {}).get("phase") == "Failed":
                 return {"failed": md.get("name")}
-        if any(active_vmi(v) and (v.get("status") or {}).get("nodeName") == node
-               for v in view["VirtualMachineInstance"].values()):
-            return None
-        return {"failed": None}
+        left = [v for v in view["VirtualMachineInstance"].values()
+                if active_vmi(v) and (v.get("status") or {}).get("nodeName") == node]
+        if not left:
+            return {"failed": None, "under_way": False}
+        if under_way and all_under_way(left, view[VMIM_KIND].values(), run):
+            return {"failed": None, "under_way": True}
+        return None
 
+    sources = [Source(VMI_API, "VirtualMachineInstance", label_selector=on_node(node)),
+               Source(VMI_API, VMIM_KIND, label_selector=sel)]
     try:
-        res = kube.wait([Source(VMI_API, "VirtualMachineInstance",
-                                label_selector=on_node(node)),
-                         Source(VMI_API, VMIM_KIND, label_selector=sel)], off,
-                        timeout=timeout, what=f"the VMs off node {node} (head start)")
+        res = kube.wait(sources, off, timeout=timeout,
+                        what=f"the VMs off node {node} (head start)")
         if res["failed"]:
             return {**out, "why": f"migration {res['failed']} failed; {node}'s own cycle "
                                   "retries it"}
@@ -392,6 +423,18 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     if not job["complete"]:
         return ended(why=f"pre-drain Job of {node} not done in time; its own cycle waits for "
                          f"it ({job.get('why') or 'running'})"[:300])
+    if res["under_way"]:
+        # the Job began beside the last migrations: its script waited for the VMs to be off
+        # the node; the migrations as they ended (counted below), and none of ours failed
+        try:
+            last = kube.wait(sources, lambda v: off(v, under_way=False),
+                             timeout=max(0.0, deadline - time.monotonic()),
+                             what=f"the VMs off node {node} (head start)")
+        except WaitTimeout as exc:
+            return ended(why=f"left to {node}'s own cycle: {exc}"[:300])
+        if last["failed"]:
+            return ended(why=f"migration {last['failed']} failed; {node}'s own cycle "
+                             "counts it")
     try:    # what may have changed while the Job ran (a node NotReady, a replica lost)
         wait_nodes_ready(kube, node, 0)
         wait_volumes_safe(kube, node, 0)

@@ -398,9 +398,10 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
     """Job ``<plan>-node-upgrade-pre-drain-<node>`` (``upgrade_node.sh pre-drain``): on the
     host it undoes the rancher-system-agent drop-in the cluster upgrade left (without that,
     RKE2 does not restart into the new version), removes RKE2's canal config and disables
-    the RKE2 snapshot charts; our evacuation already moved the VMs, so its own wait for them
-    ends at once. Its VM detector rewrites the node's entry of ``<plan>-restore-vm``: our
-    record is merged back afterwards. Waits for the Job (``timeout``); failure ⇒
+    the RKE2 snapshot charts; our evacuation moved the VMs, or (a head start) has its last
+    migrations under way, so its own wait for them ends when they do. Its VM detector
+    rewrites the node's entry of ``<plan>-restore-vm``: our record is merged back
+    afterwards. Waits for the Job (``timeout``); failure ⇒
     ``PreDrainFailed``. ``start_only``: create it and return (``started``/``complete``).
     ``fail=False`` (a head start): a failure or the timeout only returns ``why``.
     ``on_created``: called once the Job exists (created now, or found running or complete),
