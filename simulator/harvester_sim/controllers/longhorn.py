@@ -65,7 +65,10 @@ Not modelled: engine images and live engine upgrades, snapshots/backups, disk-le
 scheduling (space, tags, disk selectors), data locality, replica auto-balance, the share
 manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
 ``node-drain-policy`` setting's other values (only the default
-``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup.
+``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup, the
+``concurrent-replica-rebuild-per-node-limit`` (``replica_controller.go``
+``CanStartRebuildingReplica``: here a node's failed replicas all rebuild at once, which is
+more lenient than Longhorn; simulator/docs/kubevirt-longhorn.md).
 """
 
 from __future__ import annotations
