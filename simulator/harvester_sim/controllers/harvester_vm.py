@@ -176,8 +176,11 @@ def migratable_nodes(client: Any, vmi: Obj) -> list[str]:
 
 def _unpin(spec: Obj) -> None:
     """``delete(spec.NodeSelector, "kubernetes.io/hostname")`` and the update that sends
-    ``spec``: a map the delete leaves empty is not sent (the field's ``omitempty``), so the
-    stored object has no ``nodeSelector`` any more (not an empty one)."""
+    ``spec`` (harvester v1.5.1 ``pkg/controller/master/migration/vmi_controller.go``
+    ``resetHarvesterMigrationStateInVMI`` on the VMI, v1.6.0 ``vmim_controller.go`` ``syncVM``
+    on the VM template; both update the whole object): a map the delete leaves empty is not
+    sent (the field's ``omitempty``), so the stored object has no ``nodeSelector`` any more
+    (not an empty one)."""
     sel = spec.get("nodeSelector")
     if isinstance(sel, dict):
         sel.pop(HOSTNAME, None)

@@ -967,7 +967,10 @@ class KubeVirt:
 
     def _live_update_node_selector(self, vm: Obj, vmi: Obj) -> None:
         """LiveUpdate: the VM template's nodeSelector goes to the running VMI, except while a
-        migration is under way (``migrationState.startTimestamp`` set, no end)."""
+        migration is under way (``migrationState.startTimestamp`` set, no end). Compared as
+        ``equality.Semantic`` does (an empty map equals none); copied as
+        ``VMNodeSelectorPatch`` sends it (kubevirt v1.5.2 pkg/virt-controller/watch/vm/vm.go):
+        a template without one removes the VMI's, an empty one is copied as it is."""
         if vmi["metadata"].get("deletionTimestamp") or not self.live_update():
             return
         want = ((((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
@@ -981,7 +984,7 @@ class KubeVirt:
 
         def fn(cur: Obj) -> Obj | None:
             spec = cur.setdefault("spec", {})
-            if not want:   # an empty Go map is not sent (``omitempty``): no field
+            if want is None:
                 spec.pop("nodeSelector", None)
             else:
                 spec["nodeSelector"] = json_copy(want)
