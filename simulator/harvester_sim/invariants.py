@@ -761,8 +761,10 @@ class Monitor:
         if etype == "DELETED":
             reps.pop(name, None)
         else:
+            # datastore.IsAvailableHealthyReplica: a replica being rebuilt (reused or new:
+            # failedAt and healthyAt cleared) holds no complete copy of the data yet
             reps[name] = (obj.get("status") or {}).get("currentState") == "running" and \
-                not spec.get("failedAt")
+                not spec.get("failedAt") and bool(spec.get("healthyAt"))
         after = self._replicas_healthy(vol)
         if after == 0 and (before or 0) > 0:
             self._bad_volume(vol, "no healthy replica left", seeding)

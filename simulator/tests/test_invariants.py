@@ -127,7 +127,8 @@ class Env:
     def replica(self, name: str, vol: str, running: bool) -> None:
         self.c.create({"apiVersion": LH, "kind": "Replica",
                        "metadata": {"name": name, "namespace": "longhorn-system"},
-                       "spec": {"volumeName": vol, "nodeID": "n1", "failedAt": ""},
+                       "spec": {"volumeName": vol, "nodeID": "n1", "failedAt": "",
+                                "healthyAt": "2024-12-01T00:00:00Z"},
                        "status": {"currentState": "running" if running else "error"}})
 
 
@@ -680,7 +681,8 @@ class EndEnv(Env):
         for r, node in (("r1", "n1"), ("r2", "n2")):
             self.c.create({"apiVersion": LH, "kind": "Replica",
                            "metadata": {"name": r, "namespace": "longhorn-system"},
-                           "spec": {"volumeName": "vol1", "nodeID": node, "failedAt": ""},
+                           "spec": {"volumeName": "vol1", "nodeID": node, "failedAt": "",
+                                    "healthyAt": "2024-12-01T00:00:00Z"},
                            "status": {"currentState": "running"}})
         self.plan = self.c.create({"apiVersion": PLAN, "kind": "UpgradePlan",
                                    "metadata": {"name": "hvst-upgrade-x"},

@@ -44,7 +44,8 @@ def _world() -> tuple[Any, Client]:
 def _replica(c: Client, name: str, running: bool) -> None:
     c.create({"apiVersion": LH, "kind": "Replica",
               "metadata": {"name": name, "namespace": "longhorn-system"},
-              "spec": {"volumeName": "vol1", "nodeID": "n1", "failedAt": ""},
+              "spec": {"volumeName": "vol1", "nodeID": "n1", "failedAt": "",
+                       "healthyAt": "2024-12-01T00:00:00Z"},
               "status": {"currentState": "running" if running else "error"}})
 
 

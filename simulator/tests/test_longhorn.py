@@ -54,6 +54,7 @@ def world_factory() -> Iterator[Callable[..., World]]:
                                               "labels": {"longhornvolume": "pvc-1"}},
                                  "spec": {"volumeName": "pvc-1", "nodeID": node,
                                           "active": True, "dataEngine": "v1",
+                                          "healthyAt": "2024-12-01T00:00:00Z",
                                           "failedAt": "2025-01-01T00:00:00Z" if failed
                                           else ""}})
                 w.client.patch(API, "Replica", f"pvc-1-r-{i}", {"status": {
@@ -438,3 +439,96 @@ def test_replica_replenishment_waits_the_interval_for_a_down_node(
         assert _replicas_by_node(w)[down] is False
     else:
         assert _replicas_by_node(w) == {n: True for n in before}
+
+
+def _add_attached_volume(w: World, i: int, node: str = "node-0") -> str:
+    """Volume ``pvc-<i>`` (three replicas), its claim and a running pod on ``node`` that
+    mounts it."""
+    name = f"pvc-{i}"
+    w.client.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": f"disk-{i}", "namespace": "default"},
+                     "spec": {"accessModes": ["ReadWriteMany"], "volumeName": name,
+                              "resources": {"requests": {"storage": "1Gi"}}}})
+    w.client.create({"apiVersion": API, "kind": "Volume",
+                     "metadata": {"name": name, "namespace": NS},
+                     "spec": {"numberOfReplicas": 3, "size": str(1024 ** 3)}})
+    w.client.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"virt-launcher-vm{i}-abcde", "namespace": "default"},
+                     "spec": {"nodeName": node, "containers": [{"name": "compute",
+                                                                "image": "x"}],
+                              "volumes": [{"name": "disk", "persistentVolumeClaim":
+                                           {"claimName": f"disk-{i}"}}]},
+                     "status": {"phase": "Running"}})
+    return name
+
+
+@pytest.mark.parametrize("limit", ["2", "0"])
+def test_rebuilds_on_a_node_wait_for_its_concurrent_rebuild_limit(
+        world_factory: Callable[..., World], limit: str) -> None:
+    """longhorn-manager v1.9.1 ``CanStartRebuildingReplica``: a reused replica's instance (and
+    its rebuild) starts only while its node runs fewer rebuilds than
+    ``concurrent-replica-rebuild-per-node-limit``; the others wait with ``failedAt`` and
+    ``healthyAt`` already cleared, ``stopped``, unknown to the engine. ``replenishReplicas``
+    rebuilds nothing at all with the limit 0."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    wait_for(lambda: w.client.try_get(API, "Setting",
+                                      "concurrent-replica-rebuild-per-node-limit", NS),
+             what="the limit's Setting")
+    w.client.patch(API, "Setting", "concurrent-replica-rebuild-per-node-limit",
+                   {"value": limit}, NS)
+    attach(w)
+    vols = ["pvc-1"] + [_add_attached_volume(w, i) for i in range(2, 6)]
+
+    def healthy() -> bool:
+        return all((w.client.get(API, "Volume", v, NS).get("status") or {})
+                   .get("robustness") == "healthy" for v in vols)
+    wait_for(healthy, what="five healthy volumes")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+
+    def on_node_1() -> list[dict[str, Any]]:
+        return [r for r in w.client.list(API, "Replica", NS)
+                if r["spec"]["nodeID"] == "node-1"]
+    wait_for(lambda: all(r["spec"].get("failedAt") for r in on_node_1()), what="failed")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    wait_for(lambda: im_up(w, "node-1"), what="instance manager back")
+    if limit == "0":
+        t0 = w.clock.now()
+        wait_for(lambda: w.clock.now() - t0 > 100, what="five rebuild times")
+        assert all(r["spec"].get("failedAt") for r in on_node_1())
+        assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_rebuild_started"]
+        return
+
+    def waiting() -> list[dict[str, Any]]:
+        return [r for r in on_node_1() if r["status"].get("currentState") == "stopped"]
+    wait_for(lambda: len(waiting()) == 3, what="three replicas waiting for a slot")
+    rebuilding = [r for r in on_node_1() if r["status"].get("currentState") == "running"]
+    assert len(rebuilding) == 2
+    for r in waiting() + rebuilding:   # reused: failedAt and healthyAt cleared
+        assert r["spec"]["failedAt"] == "" and r["spec"]["healthyAt"] == ""
+        assert r["spec"]["desireState"] == "running"
+    one = waiting()[0]
+    modes = w.client.get(API, "Engine", f"{one['spec']['volumeName']}-e-0", NS)["status"][
+        "replicaModeMap"]
+    assert one["metadata"]["name"] not in modes
+    assert {modes[r["metadata"]["name"]] for r in rebuilding
+            if r["spec"]["volumeName"] == one["spec"]["volumeName"]} <= {"WO"}
+    wait_for(healthy, timeout=20, what="every volume rebuilt")
+    assert all(r["spec"]["healthyAt"] and not r["spec"]["failedAt"] for r in on_node_1())
+    # never more than two at once on the node, and the ones that waited say how long
+    events = sorted((e["t"], e["event"] == "replica_rebuild_started", e)
+                    for e in w.timeline.snapshot()
+                    if e["event"] in ("replica_rebuild_started", "replica_rebuilt")
+                    and e.get("node") == "node-1")
+    busy = peak = 0
+    for _t, started, _e in events:
+        busy += 1 if started else -1
+        peak = max(peak, busy)
+    assert peak == 2
+    waits = sorted(e["waited_s"] for _t, started, e in events if started)
+    assert waits[:2] == [0.0, 0.0] and waits[2] >= 19

@@ -356,7 +356,8 @@ def test_cycle_kube_keeps_the_longhorn_indexes_on_the_replica_informer(monkeypat
     def replica(name: str, rv: int, node: str, volume: str, state: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "namespace": "longhorn-system",
                              "resourceVersion": str(rv)},
-                "spec": {"nodeID": node, "volumeName": volume},
+                "spec": {"nodeID": node, "volumeName": volume,
+                         "healthyAt": "2026-01-01T00:00:00Z"},
                 "status": {"currentState": state}}
     srv = FakeServer([replica("r1", 5, "n1", "v1", "running"),
                       replica("r2", 6, "n2", "v1", "error"),

@@ -23,8 +23,17 @@ def vol(name: str, robustness: str, state: str = "attached") -> dict[str, Any]:
 
 
 def rep(vol_name: str, node: str, running: bool = True) -> dict[str, Any]:
-    return {"spec": {"volumeName": vol_name, "nodeID": node},
+    return {"spec": {"volumeName": vol_name, "nodeID": node, "failedAt": "",
+                     "healthyAt": "2026-01-01T00:00:00Z"},
             "status": {"currentState": "running" if running else "stopped"}}
+
+
+def rebuilding(vol_name: str, node: str) -> dict[str, Any]:
+    """A replica Longhorn reused (or created) for a rebuild: its instance runs (WO in the
+    engine), ``failedAt`` and ``healthyAt`` cleared until it is rebuilt."""
+    r = rep(vol_name, node)
+    r["spec"]["healthyAt"] = ""
+    return r
 
 
 def test_volume_safety() -> None:
@@ -40,6 +49,19 @@ def test_volume_safety() -> None:
     # the only healthy replica is on this node: unsafe
     assert node_safety.volume_at_risk(vol("a", "degraded"), "n1",
                                       [rep("a", "n1"), rep("a", "n2", running=False)]) is not None
+
+
+def test_a_replica_being_rebuilt_elsewhere_does_not_make_the_node_safe() -> None:
+    # the volume's only RW replica is on n1; the one on n2 is still being rebuilt from it
+    vols = [vol("a", "degraded")]
+    reps = [rep("a", "n1"), rebuilding("a", "n2"), rep("a", "n3", running=False)]
+    why = node_safety.volume_at_risk(vols[0], "n1", reps)
+    assert why is not None and "only healthy replica" in why
+    assert node_safety.volumes_at_risk(vols, "n1", reps) == [why]
+    # rebuilt: healthyAt set, the node is safe to drain
+    reps[1]["spec"]["healthyAt"] = "2026-01-01T00:01:00Z"
+    assert node_safety.volume_at_risk(vols[0], "n1", reps) is None
+    assert node_safety.volumes_at_risk(vols, "n1", reps) == []
 
 
 def test_healthy_volume_with_every_healthy_replica_on_the_node_is_at_risk() -> None:

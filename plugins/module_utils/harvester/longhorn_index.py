@@ -26,9 +26,16 @@ RUNNING_ENGINE_VOLUME = "running"       # the running engines, by their volume (
 
 
 def replica_healthy(replica: dict[str, Any]) -> bool:
-    """A replica that serves the volume: running, and never failed since it was built."""
+    """A replica that serves the volume: running, and not failed since it last became RW.
+
+    Longhorn's own test (longhorn-manager ``datastore.IsAvailableHealthyReplica``, which its
+    instance-manager PodDisruptionBudget uses too): ``failedAt`` empty and ``healthyAt`` set.
+    A replica Longhorn reuses or creates for a rebuild has both cleared and runs (``WO`` in
+    the engine) long before it holds the volume's data; ``healthyAt`` is set when it is
+    rebuilt."""
+    spec = replica.get("spec") or {}
     return (replica.get("status") or {}).get("currentState") == "running" \
-        and not (replica.get("spec") or {}).get("failedAt")
+        and not spec.get("failedAt") and bool(spec.get("healthyAt"))
 
 
 def volume_attached(vol: dict[str, Any]) -> bool:

@@ -45,7 +45,8 @@ def volume_at_risk(vol: dict[str, Any], node: str, replicas: list[dict[str, Any]
     ``healthy`` as long as it has its full count of healthy replicas, wherever they are, so
     a volume whose every healthy replica sits on ``node`` (replica count 1, or replicas
     rebuilt onto one node) is ``healthy`` and still loses its data path when the node goes
-    down. Safe only with at least one healthy replica (running, never failed) elsewhere."""
+    down. Safe only with at least one healthy replica elsewhere (:func:`replica_healthy`:
+    running and RW since it was last built; a replica being rebuilt does not count)."""
     if not volume_attached(vol):
         return None
     robust = (vol.get("status") or {}).get("robustness") or "unknown"
@@ -83,7 +84,7 @@ def volumes_at_risk(vols: Iterable[dict[str, Any]], node: str,
     for r in replicas:   # replica_healthy() inline: this runs over every Replica here
         spec = r.get("spec") or {}
         if spec.get("nodeID") != node and not spec.get("failedAt") and \
-                (r.get("status") or {}).get("currentState") == "running":
+                spec.get("healthyAt") and (r.get("status") or {}).get("currentState") == "running":
             safe.add(str(spec.get("volumeName") or ""))
     by_volume: dict[str, list[dict[str, Any]]] | None = None
     out = []

@@ -31,7 +31,8 @@
   / ``RequireNewReplica`` / ``timeToReplacementReplica``): while the volume is ``degraded``
   (``status.lastDegradedAt``) and no replica is rebuilding, one failed replica at a time
   (the latest failed first, ``GetLatestFailedReplica``) whose node's instance manager runs
-  is reused: ``failedAt`` cleared, rebuilt in place for ``timings.replica_rebuild_s``. That
+  is reused: ``failedAt`` and ``healthyAt`` cleared, rebuilt in place for
+  ``timings.replica_rebuild_s``, ``healthyAt`` set again once rebuilt (RW). That
   holds whatever failed it: its instance manager (rebuilt once it is back), the scenario's
   initial state (``robustness: degraded`` is a failed replica on a node that is up, so it
   is rebuilt as soon as the volume attaches), or a healed ``volume_degraded`` fault. A
@@ -46,6 +47,13 @@
   ``replica_replenished`` (volume, replica, node, ``waited_s``), ``replica_rebuilt``.
   Rebuilds always succeed here (``rebuildRetryCount``, the reuse back-off and
   ``FailedReplicaMaxRetryCount`` do not arise).
+* Per-node rebuild limit (``replica_controller.go`` ``CanStartRebuildingReplica``): a
+  replica reused or created for a rebuild starts (its instance, and the rebuild) only while
+  its node runs fewer rebuilds than the Setting ``concurrent-replica-rebuild-per-node-limit``
+  (below 1: no limit); meanwhile it waits, ``stopped``, ``failedAt`` and ``healthyAt``
+  cleared, not in the engine's mode map. A slot that frees goes to the node's next waiting
+  replica. The limit 0 disables rebuilding (``replenishReplicas``). Timeline
+  ``replica_rebuild_started`` (``waited_s``).
 
 Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; params
 ``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
@@ -65,10 +73,7 @@ Not modelled: engine images and live engine upgrades, snapshots/backups, disk-le
 scheduling (space, tags, disk selectors), data locality, replica auto-balance, the share
 manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
 ``node-drain-policy`` setting's other values (only the default
-``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup, the
-``concurrent-replica-rebuild-per-node-limit`` (``replica_controller.go``
-``CanStartRebuildingReplica``: here a node's failed replicas all rebuild at once, which is
-more lenient than Longhorn; simulator/docs/kubevirt-longhorn.md).
+``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup.
 """
 
 from __future__ import annotations
@@ -108,6 +113,10 @@ class Rep:
     node: str
     healthy: bool
     rebuilding: bool = False
+    # reused (or new) for a rebuild, its instance not started yet: its node already runs
+    # ``concurrent-replica-rebuild-per-node-limit`` rebuilds (``CanStartRebuildingReplica``)
+    waiting: bool = False
+    queued_at: float = 0.0
     # why it is not healthy: "im" (its node's instance manager died), "initial" (failed in
     # the scenario's initial state), "failed" (a fault that has healed), "fault" (held failed
     # by a volume_degraded fault: not reusable while it lasts), "new", or "pending": created
@@ -146,6 +155,11 @@ class Longhorn:
         self.reps: dict[str, Rep] = {}
         self.reps_by_vol: dict[str, set[str]] = {}
         self.im_up: dict[str, bool] = {}
+        # per node: the replicas rebuilding there, and those waiting for one of its rebuild
+        # slots in the order they were reused (the replica controller's inProgressRebuildingMap
+        # and the replicas it turned away)
+        self.rebuilding_on: dict[str, set[str]] = {}
+        self.rebuild_queue: dict[str, list[str]] = {}
         self.nodes: dict[str, Obj] = {}
         self.rebooted: set[str] = set()
         self.pdbs: set[str] = set()
@@ -388,7 +402,7 @@ class Longhorn:
         if r.cause == "pending":   # a new, empty replica: nothing to rebuild
             r.cause = ""
             self._set_replica(r, True)
-        elif r.cause == "im" and self._needs_replica(r.volume):
+        elif r.cause == "im" and self._needs_replica(r.volume) and self._rebuild_limit() != 0:
             self._rebuild(r)
 
     def _reuse_failed(self, node: str) -> None:
@@ -397,7 +411,8 @@ class Longhorn:
         if not self.im_up.get(node):
             return
         for vol in sorted({r.volume for r in self.reps.values()
-                           if r.node == node and not r.healthy and not r.rebuilding}):
+                           if r.node == node and not r.healthy and not r.rebuilding
+                           and not r.waiting}):
             v = self.vols.get(vol)
             if v is not None and v.degraded_at is not None:
                 self._schedule_replenish(v, 0.0)
@@ -452,9 +467,11 @@ class Longhorn:
                     "apiVersion": API, "kind": "Replica",
                     "metadata": {"name": rname, "namespace": NS,
                                  "labels": {"longhornvolume": v.name, "longhornnode": node}},
+                    # a replica started with its new volume is RW at once here, so it
+                    # carries the healthyAt the engine's first RW report would give it
                     "spec": {"volumeName": v.name, "nodeID": node, "active": True,
                              "desireState": "running", "dataEngine": "v1",
-                             "failedAt": ""}})
+                             "failedAt": "", "healthyAt": self._now() if healthy else ""}})
             except ApiError:
                 continue
             # status in a create body is dropped (status subresource): the replica
@@ -498,6 +515,8 @@ class Longhorn:
         for rn in sorted(self.reps_by_vol.get(v.name, ())):
             r = self.reps.get(rn)
             if r is not None:
+                if r.waiting:
+                    continue   # no instance yet: the engine does not know it
                 out[rn] = "RW" if r.healthy else ("WO" if r.rebuilding else "ERR")
         return out
 
@@ -508,11 +527,13 @@ class Longhorn:
         if type_ == "DELETED":
             r = self.reps.pop(name, None)
             if r is not None:
+                self._release_rebuild(r)
                 self.reps_by_vol.get(r.volume, set()).discard(name)
                 self._changed.add(r.volume)
             return
+        # datastore.IsAvailableHealthyReplica: never failed since it last became RW
         healthy = (obj.get("status") or {}).get("currentState") == "running" and \
-            not spec.get("failedAt")
+            not spec.get("failedAt") and bool(spec.get("healthyAt"))
         r = self.reps.get(name)
         if r is None:
             r = self.reps[name] = Rep(name, str(spec.get("volumeName") or ""),
@@ -520,33 +541,51 @@ class Longhorn:
                                       cause="" if healthy else "initial")
             self.reps_by_vol.setdefault(r.volume, set()).add(name)
             self._changed.add(r.volume)
-        elif not r.rebuilding and not r.managed:
+        elif not r.rebuilding and not r.waiting and not r.managed:
             r.healthy = healthy
             self._changed.add(r.volume)
 
-    def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False) -> None:
+    def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False,
+                     waiting: bool = False) -> None:
+        """Write ``r``'s state as longhorn-manager keeps it on the Replica: healthy (RW in
+        the engine: ``failedAt`` empty, ``healthyAt`` set once it first became RW), being
+        rebuilt (``failedAt`` and ``healthyAt`` both cleared when Longhorn reused or created
+        it; its instance running, WO in the engine), waiting for a rebuild slot on its node
+        (cleared as well, its instance not started: ``stopped``), or failed (``failedAt``
+        set, ``healthyAt`` kept: it held data once)."""
         r.managed = True
         r.healthy = healthy
         self._changed.add(r.volume)
         r.rebuilding = rebuilding
+        r.waiting = waiting
         now = self._now()
+        fresh = rebuilding or waiting
+        running = healthy or rebuilding
 
         def spec_fn(cur: Obj) -> Obj | None:
             sp = cur.setdefault("spec", {})
             before = dict(sp)
             if healthy:
                 sp["failedAt"] = ""
-                sp["healthyAt"] = now
+                if not sp.get("healthyAt"):
+                    sp["healthyAt"] = now
+                    sp["rebuildRetryCount"] = 0
+                sp["lastHealthyAt"] = now
+            elif fresh:
+                sp["failedAt"] = ""
+                sp["healthyAt"] = ""
+                sp["rebuildRetryCount"] = max(1, int(sp.get("rebuildRetryCount") or 0))
             elif not sp.get("failedAt"):
                 sp["failedAt"] = now
-            sp["desireState"] = "running" if healthy or rebuilding else "stopped"
+                sp["lastFailedAt"] = now
+            sp["desireState"] = "running" if healthy or fresh else "stopped"
             return None if sp == before else cur
 
         def status_fn(cur: Obj) -> Obj | None:
             st = cur.setdefault("status", {})
             before = dict(st)
-            st["currentState"] = "running" if healthy or rebuilding else "error"
-            st["started"] = healthy or rebuilding
+            st["currentState"] = "running" if running else ("stopped" if waiting else "error")
+            st["started"] = running
             return None if st == before else cur
         try:
             self.c.modify(API, "Replica", r.name, spec_fn, NS)
@@ -560,26 +599,78 @@ class Longhorn:
         self._queue_pdbs()
 
     def _fail_replica(self, r: Rep, why: str, cause: str = "im") -> None:
-        if not r.healthy and not r.rebuilding:
+        if not r.healthy and not r.rebuilding and not r.waiting:
             return
+        self._release_rebuild(r)
         r.cause = cause
         r.failed_at = self.world.clock.now()
         self._set_replica(r, False)
         self.world.timeline.record("replica_failed", volume=r.volume, replica=r.name,
                                    node=r.node, reason=why)
 
+    # ------------------------------------------------------------------ rebuilds
+    def _rebuild_limit(self) -> int:
+        """``concurrent-replica-rebuild-per-node-limit``, read whenever it is needed, as
+        longhorn-manager reads the Setting (0 disables rebuilding)."""
+        s = self.c.try_get(API, "Setting", "concurrent-replica-rebuild-per-node-limit", NS)
+        try:
+            return int(str((s or {}).get("value", DEFAULT_SETTINGS[
+                "concurrent-replica-rebuild-per-node-limit"])))
+        except ValueError:
+            return int(DEFAULT_SETTINGS["concurrent-replica-rebuild-per-node-limit"])
+
     def _rebuild(self, r: Rep) -> None:
-        if r.healthy or r.rebuilding or not self.im_up.get(r.node):
+        """Reuse ``r`` (or start the new replica ``r``) for a rebuild: ``failedAt`` and
+        ``healthyAt`` cleared at once; its instance starts — and the rebuild with it — only
+        while its node runs fewer rebuilds than the per-node limit (replica_controller.go
+        ``CanStartRebuildingReplica``), else it waits for one of them to end."""
+        if r.healthy or r.rebuilding or r.waiting or not self.im_up.get(r.node):
             return
+        limit = self._rebuild_limit()
+        running = self.rebuilding_on.setdefault(r.node, set())
+        if limit < 1 or len(running) < limit:
+            self._start_rebuild(r)
+            return
+        self.rebuild_queue.setdefault(r.node, []).append(r.name)
+        r.queued_at = self.world.clock.now()
+        self._set_replica(r, False, waiting=True)
+
+    def _start_rebuild(self, r: Rep) -> None:
+        self.rebuilding_on.setdefault(r.node, set()).add(r.name)
+        waited = self.world.clock.now() - r.queued_at if r.waiting else 0.0
         self._set_replica(r, False, rebuilding=True)
+        self.world.timeline.record("replica_rebuild_started", volume=r.volume, replica=r.name,
+                                   node=r.node, waited_s=round(waited, 1))
 
         def done() -> None:
-            if r.rebuilding and self.im_up.get(r.node) and r.name in self.reps:
+            if r.rebuilding and self.im_up.get(r.node) and self.reps.get(r.name) is r:
+                self._release_rebuild(r)
                 r.cause = ""
                 self._set_replica(r, True)
                 self.world.timeline.record("replica_rebuilt", volume=r.volume,
                                            replica=r.name, node=r.node)
         self.world.runtime.after(self.timings.replica_rebuild_s, done)
+
+    def _release_rebuild(self, r: Rep) -> None:
+        """``r`` no longer rebuilds or waits (rebuilt, failed, deleted): its slot goes to the
+        node's next waiting replica, in a step of its own (the replica controller takes the
+        node's replicas again when its instance manager's status changes)."""
+        q = self.rebuild_queue.get(r.node)
+        if r.waiting and q and r.name in q:
+            q.remove(r.name)
+        running = self.rebuilding_on.get(r.node)
+        if running is not None and r.name in running:
+            running.discard(r.name)
+            self.world.runtime.call_soon(lambda: self._next_rebuild(r.node))
+
+    def _next_rebuild(self, node: str) -> None:
+        q = self.rebuild_queue.get(node) or []
+        running = self.rebuilding_on.setdefault(node, set())
+        limit = self._rebuild_limit()
+        while q and self.im_up.get(node) and (limit < 1 or len(running) < limit):
+            r = self.reps.get(q.pop(0))
+            if r is not None and r.waiting:
+                self._start_rebuild(r)
 
     # ------------------------------------------------------------------ replenishment
     def _needs_replica(self, volume: str) -> bool:
@@ -588,7 +679,8 @@ class Longhorn:
         if v is None:
             return True
         usable = sum(1 for rn in self.reps_by_vol.get(volume, ())
-                     if rn in self.reps and (self.reps[rn].healthy or self.reps[rn].rebuilding))
+                     if rn in self.reps and (self.reps[rn].healthy or self.reps[rn].rebuilding
+                                             or self.reps[rn].waiting))
         return usable < v.replicas
 
     def _wait_interval(self) -> float:
@@ -616,11 +708,13 @@ class Longhorn:
                 if rn in self.reps]
         if any(r.rebuilding for r in reps) or not self._needs_replica(volume):
             return   # one rebuild at a time; the next state change re-checks
+        if self._rebuild_limit() == 0:
+            return   # the per-node limit 0 disables rebuilding (replenishReplicas)
         # CheckAndReuseFailedReplica: a failed replica is reused (failedAt cleared, rebuilt in
         # place) once its node's instance manager runs and its disk is usable; a replica held
         # by the volume_degraded fault is not (isFailedReplicaReusable: disk not Ready). The
         # latest failed one goes first (GetLatestFailedReplica).
-        failed = [r for r in reps if not r.healthy and r.cause != "pending"]
+        failed = [r for r in reps if not r.healthy and not r.waiting and r.cause != "pending"]
         reusable = [r for r in failed if r.cause != "fault" and self.im_up.get(r.node)]
         if reusable:
             self._rebuild(max(reusable, key=lambda r: (r.failed_at, r.name)))

@@ -494,6 +494,9 @@ def longhorn_replica(seed: int, volume: str, node: str, healthy: bool, index: in
                          "finalizers": ["longhorn.io"]},
             "spec": {"volumeName": volume, "nodeID": node, "active": True,
                      "dataDirectoryName": f"{volume}-{digest(seed, 'dir', name, n=8)}",
+                     # it held the volume's data once (healthyAt); a degraded one has
+                     # failed since (failedAt)
+                     "healthyAt": "2024-12-01T00:00:00Z",
                      "failedAt": "" if healthy else "2025-01-01T00:00:00Z",
                      "desireState": "running" if healthy else "stopped",
                      "dataEngine": "v1"},
