@@ -33,6 +33,8 @@ class ProgramContext:
     env: dict[str, str]
     logs: list[str] = field(default_factory=list)
     started_at: float = 0.0         # simulated time the container started
+    # what a program works out once from ``pod`` and ``container`` (they do not change)
+    derived: dict[str, Any] = field(default_factory=dict)
 
     @property
     def image(self) -> str:

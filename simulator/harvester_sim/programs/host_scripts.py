@@ -165,13 +165,17 @@ def _descending(path: Any) -> bool:
         ".." not in path.split("/")
 
 
-def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
-    """Whether ``path`` is a file of a ``downwardAPI`` volume this container mounts: the
-    kubelet writes one file per item (``items[].path``, relative to the volume) before any
-    container starts (kubernetes ``pkg/volume/downwardapi``); a mount with ``subPath``
-    shows that path of the volume at ``mountPath`` (``pkg/kubelet/kubelet_pods.go``
-    ``makeMounts``). Item contents are not modelled, only that the file is there."""
+def _downward_api_mounts(ctx: ProgramContext) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """The container's mounts of ``downwardAPI`` volumes as ``(mountPath, subPath, the
+    volume's item paths)``, normalized, worked out once per container (the pre-drain Job
+    mounts one item per volume it lets the script skip: a hundred or more)."""
+    got: tuple[tuple[str, str, frozenset[str]], ...] | None = \
+        ctx.derived.get("downward_api_mounts")
+    if got is not None:
+        return got
     vols = {v.get("name"): v for v in (ctx.pod.get("spec") or {}).get("volumes") or []}
+    items_of: dict[str, frozenset[str]] = {}
+    out: list[tuple[str, str, frozenset[str]]] = []
     for m in ctx.container.get("volumeMounts") or []:
         src = (vols.get(m.get("name")) or {}).get("downwardAPI")
         if not isinstance(src, dict):
@@ -179,14 +183,28 @@ def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
         # the apiserver refuses an absolute path or a ``..`` element in an item's path and
         # in a subPath (kubernetes pkg/apis/core/validation ``validateLocalDescendingPath``,
         # ``validateSubPath``): such a mount shows nothing here, never a file
-        items = {posixpath.normpath(str(i.get("path")))
-                 for i in src.get("items") or [] if _descending(i.get("path"))}
+        name = str(m.get("name"))
+        if name not in items_of:
+            items_of[name] = frozenset(posixpath.normpath(str(i.get("path")))
+                                       for i in src.get("items") or []
+                                       if _descending(i.get("path")))
         mp = str(m.get("mountPath") or "").rstrip("/")
         raw_sub = m.get("subPath") or ""
         if raw_sub and not _descending(raw_sub):
             continue
         sub = posixpath.normpath(str(raw_sub)) if raw_sub else ""
-        sub = "" if sub == "." else sub
+        out.append((mp, "" if sub == "." else sub, items_of[name]))
+    ctx.derived["downward_api_mounts"] = got = tuple(out)
+    return got
+
+
+def _downward_api_file(ctx: ProgramContext, path: str) -> bool:
+    """Whether ``path`` is a file of a ``downwardAPI`` volume this container mounts: the
+    kubelet writes one file per item (``items[].path``, relative to the volume) before any
+    container starts (kubernetes ``pkg/volume/downwardapi``); a mount with ``subPath``
+    shows that path of the volume at ``mountPath`` (``pkg/kubelet/kubelet_pods.go``
+    ``makeMounts``). Item contents are not modelled, only that the file is there."""
+    for mp, sub, items in _downward_api_mounts(ctx):
         if path == mp:
             rel = sub
         elif path.startswith(mp + "/"):
