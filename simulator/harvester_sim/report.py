@@ -39,7 +39,7 @@ def build(world: Any) -> dict[str, Any]:
         violations = list(mon.violations) + list(mon.check_end())
         invariants = mon.summary()
     scn = getattr(world, "scenario", None) or {}
-    cp = critical_path(timeline, world_limits(world))
+    cp = critical_path(timeline, world_limits(world), world_replicas(world))
     faults = getattr(world, "faults", None)
     return {
         "report_version": REPORT_VERSION,
@@ -359,8 +359,131 @@ def _evacuation_windows(timeline: list[dict[str, Any]],
     return out
 
 
+def world_replicas(world: Any) -> dict[str, list[str]] | None:
+    """Where each Longhorn volume's replicas are (volume -> nodes) at the end of the run, from
+    the simulated Longhorn; None without it."""
+    lh = (getattr(world, "controllers", None) or {}).get("longhorn")
+    reps = getattr(lh, "reps", None)
+    if not isinstance(reps, dict):
+        return None
+    out: dict[str, list[str]] = defaultdict(list)
+    for r in reps.values():
+        out[str(r.volume)].append(str(r.node))
+    return dict(out)
+
+
+def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
+                    evac: dict[str, float], replicas: dict[str, list[str]] | None
+                    ) -> tuple[float, dict[str, float]]:
+    """The nodes' part of the limit, one node after the other, with Longhorn's rebuilds: a
+    node goes down (Rancher's drain, then its RKE2 restart, OS install and reboot) only once
+    every attached volume with a replica on it has a healthy replica elsewhere — Longhorn's
+    instance-manager PodDisruptionBudget refuses the drain before that. A volume whose every
+    other replica sits on nodes upgraded earlier in the run waits for one of them to be
+    rebuilt; each of those replicas is rebuilt as long after its node's return as it was in
+    the run (Longhorn's own delay: its instance manager's start, the node's queue of
+    rebuilds under ``concurrent-replica-rebuild-per-node-limit``, the rebuild), counted from
+    that node's return in this schedule, where every node returns as early as its spans
+    allow. So: node i's evacuation starts when node i-1 is back (``B[i-1]``), its drain at
+    ``max(B[i-1] + evacuation[i], the rescue of its volumes)``, ``B[i]`` = that + its RKE2
+    restart, OS install and reboot. Without ``replicas`` (volume -> nodes), or when no
+    rescue comes later than the evacuation, that is the plain sum. Returns the total and
+    each node's wait for Longhorn (seconds, only those > 0)."""
+    parts: dict[str, float] = defaultdict(float)
+    first: dict[str, float] = {}
+    back: dict[str, float] = {}
+    for sp in chain:
+        node = _node_of(sp)
+        parts[node] += sp["duration"]
+        first[node] = min(first.get(node, float("inf")), float(sp["start"]))
+        back[node] = max(back.get(node, float("-inf")), float(sp["end"]))
+    order = sorted(first, key=lambda n: first[n])
+    plain = sum(parts.values()) + sum(evac.values())
+    if not replicas or not order:
+        return plain, {}
+    cordon: dict[str, float] = {}
+    failed: dict[tuple[str, str], list[float]] = defaultdict(list)
+    rebuilt: dict[tuple[str, str], list[float]] = defaultdict(list)
+    created: dict[tuple[str, str], float] = {}
+    placed: dict[str, set[str]] = {v: set(ns) for v, ns in replicas.items()}
+    for e in raw:
+        ev = e.get("event")
+        if ev in ("node_cordoned", "pre_drain_set") and e.get("node"):
+            cordon.setdefault(str(e["node"]), float(e.get("t") or 0.0))
+        elif ev in ("replica_failed", "replica_rebuilt", "replica_replenished") \
+                and e.get("volume") and e.get("node"):
+            key = (str(e["volume"]), str(e["node"]))
+            placed.setdefault(key[0], set()).add(key[1])
+            t = float(e.get("t") or 0.0)
+            if ev == "replica_replenished":
+                created.setdefault(key, t)
+            else:
+                (failed if ev == "replica_failed" else rebuilt)[key].append(t)
+    rank = {n: i for i, n in enumerate(order)}
+    ideal_start: dict[str, float] = {}
+
+    def new_replica(volume: str, node: str, before: str) -> float | None:
+        """When a replica Longhorn created during the run (``replica_replenished``, past
+        ``replica-replenishment-wait-interval``) is rebuilt in the limit's schedule: as long
+        after the drain of the node whose upgrade first failed a replica of the volume as it
+        was in the run. None when that node is not one upgraded before ``before``."""
+        done = [t for t in rebuilt.get((volume, node), ()) if t >= created[(volume, node)]]
+        firsts = sorted((min(ts), n) for (v, n), ts in failed.items()
+                        if v == volume and n in ideal_start and rank[n] < rank[before])
+        if not firsts:
+            return None
+        cause = firsts[0][1]
+        return ideal_start[cause] + (min(done) - first[cause]) if done else float("inf")
+
+    def delay(volume: str, node: str) -> float | None:
+        """How long after ``node``'s return its replica of ``volume`` was rebuilt, when that
+        replica failed with the node's upgrade (None: it did not, so it stayed healthy)."""
+        t0, t1 = cordon.get(node, float("-inf")), back[node]
+        if not any(t0 <= t <= t1 for t in failed.get((volume, node), ())):
+            return None
+        done = [t for t in rebuilt.get((volume, node), ()) if t >= t1]
+        return min(done) - t1 if done else float("inf")
+
+    volumes_on: dict[str, list[str]] = defaultdict(list)
+    for vol, nodes in placed.items():
+        for n in nodes:
+            volumes_on[n].append(vol)
+    ideal_back: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    t = 0.0
+    for node in order:
+        ready = t + evac.get(node, 0.0)
+        rescue = ready
+        for vol in volumes_on.get(node, ()):
+            if (vol, node) in created:
+                continue    # created during the run: not among what the drain takes
+            whens: list[float] = []
+            for o in placed[vol] - {node}:
+                if (vol, o) in created:
+                    when = new_replica(vol, o, node)
+                elif o in rank and rank[o] < rank[node]:
+                    d = delay(vol, o)
+                    when = None if d is None else ideal_back[o] + d
+                else:
+                    when = None  # on a node not upgraded before this one: still healthy
+                if when is None:
+                    break
+                whens.append(when)
+            else:
+                if whens and min(whens) != float("inf"):
+                    rescue = max(rescue, min(whens))
+        if rescue > ready:
+            waits[node] = round(rescue - ready, 3)
+        ideal_start[node] = rescue
+        ideal_back[node] = rescue + parts[node]
+        t = ideal_back[node]
+    rest = sum(v for n, v in evac.items() if n not in rank)
+    return t + rest, waits
+
+
 def critical_path(timeline: list[dict[str, Any]],
-                  limits: dict[str, Any] | None = None) -> dict[str, Any]:
+                  limits: dict[str, Any] | None = None,
+                  replicas: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The limit of an upgrade: the longest chain of unavoidable simulated work, parallel work
     counted once, from the timeline's successful spans (docs/performance.md says why each part
     is unavoidable; ``limits`` are the cluster's concurrency limits, :data:`DEFAULT_LIMITS`
@@ -374,7 +497,9 @@ def critical_path(timeline: list[dict[str, Any]],
       back): its evacuation — KubeVirt runs at most min(parallelOutboundMigrationsPerNode,
       parallelMigrationsPerCluster) of its migrations at a time, so the longest one or their
       sum over that many lanes, whichever is longer (and no shorter than its longest VM
-      shutdown) —, RKE2 restart, OS install Job, reboot to Ready
+      shutdown) — or, when longer, the wait for Longhorn to rebuild a healthy replica
+      elsewhere of each volume it holds (:func:`_longhorn_bound`, with ``replicas``: volume
+      -> nodes), then RKE2 restart, OS install Job, reboot to Ready
     + image cleanup: the longest Job, or all of them shared by the cleanup plan's SUC
       concurrency (1 when not recorded, as upstream's plan).
 
@@ -431,11 +556,14 @@ def critical_path(timeline: list[dict[str, Any]],
             ev["longest_migration_s"] = max(ev["longest_migration_s"], max(mig, default=0.0))
             ev["vm_shutdowns"] += len(stop)
     evac_s = sum(ev["bound_s"] for ev in evacuations.values())
+    node_phase_s, lh_waits = _longhorn_bound(
+        raw, chain, {n: ev["bound_s"] for n, ev in evacuations.items()}, replicas)
+    lh_wait_s = max(0.0, node_phase_s - evac_s - nodes_s)
     cleanup = _spans(timeline, SPAN_CLEANUP)
     cleanup_conc = lim.get("image_cleanup_concurrency") or _plan_concurrency(
         raw, "-image-cleanup") or 1
     cleanup_s = _batched([s["duration"] for s in cleanup], cleanup_conc)
-    total = iso_s + preload_s + cluster_s + evac_s + nodes_s + cleanup_s
+    total = iso_s + preload_s + cluster_s + evac_s + nodes_s + lh_wait_s + cleanup_s
     # the earlier figure, for comparison: every node's migrations and shutdowns in series
     serial_nodes: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for s in _spans(timeline, SPAN_NODE):
@@ -453,6 +581,8 @@ def critical_path(timeline: list[dict[str, Any]],
         "evacuations": {n: {k: round(v, 3) for k, v in ev.items()}
                         for n, ev in evacuations.items()},
         "migration_lanes": lanes,
+        "longhorn_wait_s": round(lh_wait_s, 3),
+        "longhorn_waits": lh_waits,
         "nodes_s": round(nodes_s, 3),
         "per_node": {n: {k: round(v, 3) for k, v in sorted(parts.items())}
                      for n, parts in sorted(per_node.items())},
@@ -496,7 +626,8 @@ def format_text(rep: dict[str, Any], timeline_lines: int = 40) -> str:
         c = rep.get("critical_path") or {}
         w("    " + ", ".join(f"{k[:-2]} {_fmt_s(c[k])}" for k in
                             ("iso_download_s", "image_preload_s", "cluster_upgrade_s",
-                             "evacuations_s", "nodes_s", "image_cleanup_s") if c.get(k)))
+                             "evacuations_s", "longhorn_wait_s", "nodes_s",
+                             "image_cleanup_s") if c.get(k)))
         serial = float(rep.get("critical_path_serial_sum_s") or c.get("serial_sum_s") or 0)
         if serial:
             w(f"  serial sum (the earlier figure, not a bound) {_fmt_s(serial)}")

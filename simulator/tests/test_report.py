@@ -397,3 +397,52 @@ def test_a_jobs_span_counts_its_pods_start_not_the_programs_earlier_steps() -> N
     assert cp["per_node"]["n1"]["os_install"] == 123.0          # 120 + the pod's 3 s
     assert cp["per_node"]["n2"]["os_install"] == 120.0
     assert cp["total_s"] == 123 + 180 + 120
+
+
+def _rebuild_run(extra_replica_node: str | None = None) -> tuple[list[dict[str, Any]],
+                                                                  dict[str, list[str]]]:
+    """Three nodes upgraded one after the other (a 100 s reboot each); volume ``v`` has a
+    replica on each. Its replica on n1 is rebuilt 500 s after n1's return, the one on n2
+    50 s after n2's. n3 may go down only once one of them is rebuilt."""
+    tl = [
+        {"t": -10, "event": "node_cordoned", "node": "n1"},
+        {"t": -5, "event": "replica_failed", "volume": "v", "node": "n1"},
+        span("reboot", 0, 100, node="n1"),
+        {"t": 110, "event": "node_cordoned", "node": "n2"},
+        {"t": 115, "event": "replica_failed", "volume": "v", "node": "n2"},
+        span("reboot", 120, 220, node="n2"),
+        {"t": 270, "event": "replica_rebuilt", "volume": "v", "node": "n2"},
+        {"t": 300, "event": "node_cordoned", "node": "n3"},
+        {"t": 310, "event": "replica_failed", "volume": "v", "node": "n3"},
+        span("reboot", 330, 430, node="n3"),
+        {"t": 600, "event": "replica_rebuilt", "volume": "v", "node": "n1"},
+    ]
+    nodes = ["n1", "n2", "n3"] + ([extra_replica_node] if extra_replica_node else [])
+    return tl, {"v": nodes}
+
+
+def test_the_limit_waits_for_longhorn_to_rebuild_a_replica_elsewhere() -> None:
+    """A node goes down only once each of its volumes has a healthy replica elsewhere
+    (Longhorn's instance-manager PDB): n3's volume waits for its replica on n2, rebuilt 50 s
+    after n2's return — in the limit's own schedule, where n2 returns at 200 s."""
+    tl, replicas = _rebuild_run()
+    plain = report.critical_path(tl)
+    assert plain["nodes_s"] == 300 and plain["longhorn_wait_s"] == 0
+    cp = report.critical_path(tl, None, replicas)
+    assert cp["longhorn_waits"] == {"n3": 50}
+    assert cp["longhorn_wait_s"] == 50
+    assert cp["total_s"] == plain["total_s"] + 50
+    # n2's replica never rebuilt: the next chance is n1's, 500 s after n1's return at 100
+    late = [e for e in tl if not (e["event"] == "replica_rebuilt" and e["node"] == "n2")]
+    assert report.critical_path(late, None, replicas)["longhorn_waits"] == {"n3": 600 - 200}
+
+
+def test_the_limit_does_not_wait_for_a_volume_with_a_replica_on_a_node_not_down() -> None:
+    # v also has a replica on n4, never upgraded: it stays healthy, nothing waits
+    tl, replicas = _rebuild_run("n4")
+    cp = report.critical_path(tl, None, replicas)
+    assert cp["longhorn_waits"] == {} and cp["longhorn_wait_s"] == 0
+    # a replica that did not fail with its node's upgrade (a detached volume) stays healthy
+    tl, replicas = _rebuild_run()
+    kept = [e for e in tl if not (e["event"] == "replica_failed" and e["node"] == "n2")]
+    assert report.critical_path(kept, None, replicas)["longhorn_wait_s"] == 0
