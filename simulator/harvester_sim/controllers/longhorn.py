@@ -78,6 +78,7 @@ manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -813,6 +814,8 @@ class Longhorn:
         def fn(cur: Obj) -> Obj | None:
             st = cur.setdefault("status", {})
             before = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
+            ks_before = copy.deepcopy(st.get("kubernetesStatus"))
+            had_conditions = "conditions" in st
             st["state"] = "attached" if v.attached else "detached"
             st["robustness"] = rob
             st["currentNodeID"] = v.attached
@@ -829,7 +832,9 @@ class Longhorn:
             elif before["state"] == "attached" and not v.attached:
                 ks["lastPodRefAt"] = now
             after = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
-            return cur if after != before or users else None
+            # longhorn-manager updates a Volume's status only when it changed
+            return cur if after != before or st.get("kubernetesStatus") != ks_before \
+                or not had_conditions else None
         try:
             self.c.modify(API, "Volume", v.name, fn, NS, "status")
         except ApiError as exc:
