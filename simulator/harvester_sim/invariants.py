@@ -60,8 +60,11 @@ End state (from :meth:`Monitor.check_end`, only when the newest UpgradePlan is
 
 ``volume_not_fully_replicated``
     a Longhorn volume has fewer replicas without ``failedAt`` than ``spec.numberOfReplicas``,
-    or is attached and not ``healthy`` (a volume already short at the start must only not be
-    worse).
+    or is attached and not ``healthy`` while none of its replicas is being rebuilt (a volume
+    already short at the start must only not be worse). Replicas Longhorn reused for a
+    rebuild and still rebuilding, or waiting for one of their node's
+    ``concurrent-replica-rebuild-per-node-limit`` slots, are Longhorn restoring the volume
+    after the upgrade, which does not wait for it (nor does upstream's).
 ``setting_not_restored``
     a Longhorn Setting's ``value`` or the ``kube-system/descheduler`` Addon's
     ``spec.enabled`` differs from its value when the monitor started.
@@ -874,7 +877,15 @@ class Monitor:
             need = min(want, base_have)
             rob = str(st.get("robustness") or "")
             attached = st.get("state") == "attached"
-            bad_rob = attached and rob != "healthy" and base_rob in ("healthy", "unknown", "")
+            # Longhorn still rebuilding after the plan's end (a replica reused or created for
+            # a rebuild: failedAt and healthyAt cleared, to run) is Longhorn restoring the
+            # volume, which the upgrade does not wait for (nor does upstream's)
+            restoring = any(not (r.get("spec") or {}).get("failedAt")
+                            and not (r.get("spec") or {}).get("healthyAt")
+                            and (r.get("spec") or {}).get("desireState") == "running"
+                            for r in replicas.get(name, []))
+            bad_rob = attached and rob != "healthy" and not restoring and \
+                base_rob in ("healthy", "unknown", "")
             if have < need or bad_rob:
                 add("volume_not_fully_replicated",
                     f"Longhorn volume {name}: {have} of {want} replicas hold its data"

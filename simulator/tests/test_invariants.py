@@ -723,6 +723,24 @@ def test_replicas_not_back_to_full_count(end_env: EndEnv) -> None:
     assert "robustness degraded" in end[0]["message"]
 
 
+def test_a_volume_longhorn_is_still_rebuilding_at_the_end_is_not_counted(
+        end_env: EndEnv) -> None:
+    # r2 reused for a rebuild (failedAt and healthyAt cleared, to run), waiting for a slot
+    end_env.c.patch(LH, "Replica", "r2", {"spec": {"failedAt": "", "healthyAt": "",
+                                                   "desireState": "running"}},
+                    "longhorn-system")
+    end_env.c.patch(LH, "Replica", "r2", {"status": {"currentState": "stopped"}},
+                    "longhorn-system", subresource="status")
+    end_env.c.patch(LH, "Volume", "vol1", {"status": {"robustness": "degraded"}},
+                    "longhorn-system", subresource="status")
+    end_env.finish()
+    assert end_env.end_kinds() == []
+    # not reused: Longhorn is not restoring it, the degraded volume counts
+    end_env.c.patch(LH, "Replica", "r2", {"spec": {"desireState": "stopped"}},
+                    "longhorn-system")
+    assert end_env.end_kinds() == ["volume_not_fully_replicated"]
+
+
 def test_a_volume_short_at_the_start_must_only_not_be_worse() -> None:
     env = EndEnv()
     env.c.delete(LH, "Replica", "r2", "longhorn-system")
