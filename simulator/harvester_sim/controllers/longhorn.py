@@ -73,7 +73,10 @@ Not modelled: engine images and live engine upgrades, snapshots/backups, disk-le
 scheduling (space, tags, disk selectors), data locality, replica auto-balance, the share
 manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
 ``node-drain-policy`` setting's other values (only the default
-``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup.
+``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup,
+the pause of a volume's replenishment while it migrates with its VM (``replenishReplicas``
+returns at once while ``IsVolumeMigrating``: a live migration holds back the reuse of that
+volume's failed replicas for its duration; here it does not).
 """
 
 from __future__ import annotations
