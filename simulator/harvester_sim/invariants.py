@@ -94,6 +94,7 @@ from typing import Any
 
 from .api.selectors import from_label_selector_dict
 from .controllers.kubevirt import vmi_memory_mib
+from .controllers.longhorn import replica_available, replica_restoring
 from .controllers.podutil import get_condition, node_affinity_matches, node_ready, tolerates_taints
 
 log = logging.getLogger("harvester_sim.invariants")
@@ -764,10 +765,8 @@ class Monitor:
         if etype == "DELETED":
             reps.pop(name, None)
         else:
-            # datastore.IsAvailableHealthyReplica: a replica being rebuilt (reused or new:
-            # failedAt and healthyAt cleared) holds no complete copy of the data yet
-            reps[name] = (obj.get("status") or {}).get("currentState") == "running" and \
-                not spec.get("failedAt") and bool(spec.get("healthyAt"))
+            # a replica being rebuilt (reused or new) holds no complete copy of the data yet
+            reps[name] = replica_available(obj)
         after = self._replicas_healthy(vol)
         if after == 0 and (before or 0) > 0:
             self._bad_volume(vol, "no healthy replica left", seeding)
@@ -877,13 +876,9 @@ class Monitor:
             need = min(want, base_have)
             rob = str(st.get("robustness") or "")
             attached = st.get("state") == "attached"
-            # Longhorn still rebuilding after the plan's end (a replica reused or created for
-            # a rebuild: failedAt and healthyAt cleared, to run) is Longhorn restoring the
+            # Longhorn still rebuilding after the plan's end is Longhorn restoring the
             # volume, which the upgrade does not wait for (nor does upstream's)
-            restoring = any(not (r.get("spec") or {}).get("failedAt")
-                            and not (r.get("spec") or {}).get("healthyAt")
-                            and (r.get("spec") or {}).get("desireState") == "running"
-                            for r in replicas.get(name, []))
+            restoring = any(replica_restoring(r) for r in replicas.get(name, []))
             bad_rob = attached and rob != "healthy" and not restoring and \
                 base_rob in ("healthy", "unknown", "")
             if have < need or bad_rob:

@@ -373,8 +373,8 @@ def world_replicas(world: Any) -> dict[str, list[str]] | None:
 
 
 def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
-                    evac: dict[str, float], replicas: dict[str, list[str]] | None
-                    ) -> tuple[float, dict[str, float]]:
+                    evac: dict[str, float], cordon: dict[str, float],
+                    replicas: dict[str, list[str]] | None) -> tuple[float, dict[str, float]]:
     """The nodes' part of the limit, one node after the other, with Longhorn's rebuilds: a
     node goes down (Rancher's drain, then its RKE2 restart, OS install and reboot) only once
     every attached volume with a replica on it has a healthy replica elsewhere — Longhorn's
@@ -386,9 +386,10 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
     that node's return in this schedule, where every node returns as early as its spans
     allow. So: node i's evacuation starts when node i-1 is back (``B[i-1]``), its drain at
     ``max(B[i-1] + evacuation[i], the rescue of its volumes)``, ``B[i]`` = that + its RKE2
-    restart, OS install and reboot. Without ``replicas`` (volume -> nodes), or when no
-    rescue comes later than the evacuation, that is the plain sum. Returns the total and
-    each node's wait for Longhorn (seconds, only those > 0)."""
+    restart, OS install and reboot. ``cordon``: when each node's upgrade began (its first
+    evacuation window's start). Without ``replicas`` (volume -> nodes), or when no rescue
+    comes later than the evacuation, that is the plain sum. Returns the total and each
+    node's wait for Longhorn (seconds, only those > 0)."""
     parts: dict[str, float] = defaultdict(float)
     first: dict[str, float] = {}
     back: dict[str, float] = {}
@@ -401,16 +402,13 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
     plain = sum(parts.values()) + sum(evac.values())
     if not replicas or not order:
         return plain, {}
-    cordon: dict[str, float] = {}
     failed: dict[tuple[str, str], list[float]] = defaultdict(list)
     rebuilt: dict[tuple[str, str], list[float]] = defaultdict(list)
     created: dict[tuple[str, str], float] = {}
     placed: dict[str, set[str]] = {v: set(ns) for v, ns in replicas.items()}
     for e in raw:
         ev = e.get("event")
-        if ev in ("node_cordoned", "pre_drain_set") and e.get("node"):
-            cordon.setdefault(str(e["node"]), float(e.get("t") or 0.0))
-        elif ev in ("replica_failed", "replica_rebuilt", "replica_replenished") \
+        if ev in ("replica_failed", "replica_rebuilt", "replica_replenished") \
                 and e.get("volume") and e.get("node"):
             key = (str(e["volume"]), str(e["node"]))
             placed.setdefault(key[0], set()).add(key[1])
@@ -536,7 +534,8 @@ def critical_path(timeline: list[dict[str, Any]],
     migs = _spans(timeline, ("migration",))
     stops = _spans(timeline, ("vm_shutdown",))
     evacuations: dict[str, dict[str, Any]] = {}
-    for node, wins in sorted(_evacuation_windows(raw, chain).items()):
+    windows = _evacuation_windows(raw, chain)
+    for node, wins in sorted(windows.items()):
         for t0, t1 in wins:
             def inside(sp: dict[str, Any], t0: float = t0, t1: float = t1) -> bool:
                 return float(sp["start"]) >= t0 - 1e-6 and float(sp["end"]) <= t1 + 1e-6
@@ -557,7 +556,8 @@ def critical_path(timeline: list[dict[str, Any]],
             ev["vm_shutdowns"] += len(stop)
     evac_s = sum(ev["bound_s"] for ev in evacuations.values())
     node_phase_s, lh_waits = _longhorn_bound(
-        raw, chain, {n: ev["bound_s"] for n, ev in evacuations.items()}, replicas)
+        raw, chain, {n: ev["bound_s"] for n, ev in evacuations.items()},
+        {n: min(t0 for t0, _t1 in wins) for n, wins in windows.items() if wins}, replicas)
     lh_wait_s = max(0.0, node_phase_s - evac_s - nodes_s)
     cleanup = _spans(timeline, SPAN_CLEANUP)
     cleanup_conc = lim.get("image_cleanup_concurrency") or _plan_concurrency(

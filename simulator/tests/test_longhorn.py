@@ -512,6 +512,7 @@ def test_rebuilds_on_a_node_wait_for_its_concurrent_rebuild_limit(
     for r in waiting() + rebuilding:   # reused: failedAt and healthyAt cleared
         assert r["spec"]["failedAt"] == "" and r["spec"]["healthyAt"] == ""
         assert r["spec"]["desireState"] == "running"
+        assert r["spec"]["rebuildRetryCount"] == 1   # reused once since it was last RW
     one = waiting()[0]
     modes = w.client.get(API, "Engine", f"{one['spec']['volumeName']}-e-0", NS)["status"][
         "replicaModeMap"]
@@ -519,7 +520,8 @@ def test_rebuilds_on_a_node_wait_for_its_concurrent_rebuild_limit(
     assert {modes[r["metadata"]["name"]] for r in rebuilding
             if r["spec"]["volumeName"] == one["spec"]["volumeName"]} <= {"WO"}
     wait_for(healthy, timeout=20, what="every volume rebuilt")
-    assert all(r["spec"]["healthyAt"] and not r["spec"]["failedAt"] for r in on_node_1())
+    assert all(r["spec"]["healthyAt"] and not r["spec"]["failedAt"]
+               and r["spec"]["rebuildRetryCount"] == 0 for r in on_node_1())
     # never more than two at once on the node, and the ones that waited say how long
     events = sorted((e["t"], e["event"] == "replica_rebuild_started", e)
                     for e in w.timeline.snapshot()

@@ -98,6 +98,8 @@ NS = "longhorn-system"
 IM_IMAGE = "longhornio/longhorn-instance-manager:v1.7.2"
 IM_LABEL = "longhorn.io/component"
 FAULT_POLL_S = 5.0
+# longhorn-manager scheduler/replica_scheduler.go FailedReplicaMaxRetryCount
+FAILED_REPLICA_MAX_RETRY_COUNT = 5
 
 DEFAULT_SETTINGS = {
     "replica-replenishment-wait-interval": "600",
@@ -144,6 +146,24 @@ class Vol:
     faulted_by: int = 0
     degraded_at: float | None = None    # sim time of status.lastDegradedAt
     replenish_timer: Any = None
+
+
+def replica_available(obj: Obj) -> bool:
+    """A Replica object that holds the volume's data and serves it: running, and
+    longhorn-manager's ``datastore.IsAvailableHealthyReplica`` (no ``failedAt``,
+    ``healthyAt`` set: RW since it was last built)."""
+    spec = obj.get("spec") or {}
+    return (obj.get("status") or {}).get("currentState") == "running" and \
+        not spec.get("failedAt") and bool(spec.get("healthyAt"))
+
+
+def replica_restoring(obj: Obj) -> bool:
+    """A Replica object Longhorn reused or created for a rebuild and has not rebuilt yet:
+    ``failedAt`` and ``healthyAt`` cleared, ``desireState: running`` (rebuilding, or waiting
+    for one of its node's rebuild slots)."""
+    spec = obj.get("spec") or {}
+    return not spec.get("failedAt") and not spec.get("healthyAt") and \
+        spec.get("desireState") == "running"
 
 
 def im_name(node: str) -> str:
@@ -406,7 +426,7 @@ class Longhorn:
         if r.cause == "pending":   # a new, empty replica: nothing to rebuild
             r.cause = ""
             self._set_replica(r, True)
-        elif r.cause == "im" and self._needs_replica(r.volume) and self._rebuild_limit() != 0:
+        elif r.cause == "im" and self._needs_replica(r.volume):
             self._rebuild(r)
 
     def _reuse_failed(self, node: str) -> None:
@@ -535,9 +555,7 @@ class Longhorn:
                 self.reps_by_vol.get(r.volume, set()).discard(name)
                 self._changed.add(r.volume)
             return
-        # datastore.IsAvailableHealthyReplica: never failed since it last became RW
-        healthy = (obj.get("status") or {}).get("currentState") == "running" and \
-            not spec.get("failedAt") and bool(spec.get("healthyAt"))
+        healthy = replica_available(obj)
         r = self.reps.get(name)
         if r is None:
             r = self.reps[name] = Rep(name, str(spec.get("volumeName") or ""),
@@ -576,9 +594,12 @@ class Longhorn:
                     sp["rebuildRetryCount"] = 0
                 sp["lastHealthyAt"] = now
             elif fresh:
+                if sp.get("failedAt"):
+                    # reused (replenishReplicas: IsReplicaRebuildingFailed holds without a
+                    # RebuildFailed condition, which the simulator never sets)
+                    sp["rebuildRetryCount"] = int(sp.get("rebuildRetryCount") or 0) + 1
                 sp["failedAt"] = ""
                 sp["healthyAt"] = ""
-                sp["rebuildRetryCount"] = max(1, int(sp.get("rebuildRetryCount") or 0))
             elif not sp.get("failedAt"):
                 sp["failedAt"] = now
                 sp["lastFailedAt"] = now
@@ -627,10 +648,13 @@ class Longhorn:
         """Reuse ``r`` (or start the new replica ``r``) for a rebuild: ``failedAt`` and
         ``healthyAt`` cleared at once; its instance starts — and the rebuild with it — only
         while its node runs fewer rebuilds than the per-node limit (replica_controller.go
-        ``CanStartRebuildingReplica``), else it waits for one of them to end."""
+        ``CanStartRebuildingReplica``), else it waits for one of them to end. Nothing with the
+        limit 0."""
         if r.healthy or r.rebuilding or r.waiting or not self.im_up.get(r.node):
             return
         limit = self._rebuild_limit()
+        if limit == 0:
+            return   # the per-node limit 0 disables rebuilding (replenishReplicas)
         running = self.rebuilding_on.setdefault(r.node, set())
         if limit < 1 or len(running) < limit:
             self._start_rebuild(r)
@@ -744,8 +768,10 @@ class Longhorn:
                 "apiVersion": API, "kind": "Replica",
                 "metadata": {"name": rname, "namespace": NS,
                              "labels": {"longhornvolume": v.name, "longhornnode": node}},
+                # createReplica: a new replica for a rebuild is never reused should it fail
                 "spec": {"volumeName": v.name, "nodeID": node, "active": True,
-                         "desireState": "running", "dataEngine": "v1", "failedAt": ""}})
+                         "desireState": "running", "dataEngine": "v1", "failedAt": "",
+                         "rebuildRetryCount": FAILED_REPLICA_MAX_RETRY_COUNT}})
         except ApiError:
             return
         r = Rep(rname, v.name, node, False, cause="new")
