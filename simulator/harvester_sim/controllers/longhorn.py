@@ -861,7 +861,8 @@ class Longhorn:
             elif before["state"] == "attached" and not v.attached:
                 ks["lastPodRefAt"] = now
             after = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
-            # longhorn-manager updates a Volume's status only when it changed
+            # longhorn-manager updates a Volume's status only when it changed (v1.9.1
+            # controller/volume_controller.go syncVolume: reflect.DeepEqual on the status)
             return cur if after != before or st.get("kubernetesStatus") != ks_before \
                 or not had_conditions else None
         try:
