@@ -174,6 +174,39 @@ def test_node_reboot_degrades_then_rebuilds(world_factory: Callable[..., World])
     assert reb["t"] - fail["t"] >= 20
 
 
+def test_a_cordoned_node_gets_its_instance_manager_back_only_when_uncordoned(
+        world_factory: Callable[..., World]) -> None:
+    """longhorn-manager (``instance_manager_controller.go`` ``handlePod``) creates no
+    instance manager pod while the Kubernetes node is unschedulable, whether the old one was
+    evicted or died in a reboot: a node upgraded while cordoned has its failed replicas
+    rebuilt after its uncordon, not while it is still cordoned between its restarts."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    w.client.patch("v1", "Node", "node-1", {"spec": {"unschedulable": True}})
+    # the reboot of the cordoned node: NotReady, its pods Failed, then Ready again
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    wait_for(lambda: w.client.try_get("v1", "Pod", longhorn.im_name("node-1"), NS) is None,
+             what="the dead instance manager pod deleted")
+    time.sleep(0.3)                  # 30 simulated seconds, more than a rebuild's 20
+    assert w.client.try_get("v1", "Pod", longhorn.im_name("node-1"), NS) is None
+    assert robustness(w) == "degraded"
+    assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_rebuild_started"]
+    w.client.patch("v1", "Node", "node-1", {"spec": {"unschedulable": None}})
+    wait_for(lambda: im_up(w, "node-1"), what="instance manager back after the uncordon")
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
+    assert [e["node"] for e in w.timeline.snapshot() if e["event"] == "replica_failed"] == [
+        "node-1"]
+
+
 def test_detached_volume_keeps_its_replicas_through_a_reboot(
         world_factory: Callable[..., World]) -> None:
     """A detached volume's replicas run no process: a reboot of their node does not fail

@@ -13,9 +13,13 @@
   node whose instance manager is starting again wait for it, as
   ``canInstanceManagerLaunchReplica`` has it) and volumes become
   ``degraded`` (``faulted`` with no healthy replica). The pod is recreated once the node is
-  Ready and either schedulable or rebooted (so a drain does not loop on it); the failed
-  replicas then rebuild for ``timings.replica_rebuild_s`` and are healthy again.
-  A kubelet restart (node NotReady, pods kept) does not touch replicas, as in Longhorn.
+  Ready and schedulable: longhorn-manager v1.8.2 / v1.9.1
+  ``controller/instance_manager_controller.go`` ``handlePod`` deletes a dead instance
+  manager pod and creates none while the Kubernetes node is unschedulable
+  (``IsKubeNodeUnschedulable``), rebooted or not, so a node's failed replicas are rebuilt
+  after its uncordon. The failed replicas then rebuild for ``timings.replica_rebuild_s``
+  and are healthy again. A kubelet restart (node NotReady, pods kept) does not touch
+  replicas, as in Longhorn.
 * Attachment follows the pods that mount the volume's PVC: ``status.state``
   attached/detached, ``status.currentNodeID`` (the oldest running user), engine ``nodeID``,
   ``kubernetesStatus.workloadsStatus``. Robustness is ``unknown`` while detached (unless
@@ -185,7 +189,6 @@ class Longhorn:
         self.rebuilding_on: dict[str, set[str]] = {}
         self.rebuild_queue: dict[str, list[str]] = {}
         self.nodes: dict[str, Obj] = {}
-        self.rebooted: set[str] = set()
         self.pdbs: set[str] = set()
         # attached volume -> the one node holding all its healthy replicas (last_replica_nodes),
         # kept per volume: recomputed only for the volumes changed since the last sync
@@ -245,12 +248,10 @@ class Longhorn:
         if type_ == "DELETED":
             self.nodes.pop(name, None)
             return
-        was_ready = _ready(self.nodes[name]) if name in self.nodes else None
+        known = name in self.nodes
         self.nodes[name] = obj
         ready = _ready(obj)
-        if was_ready and not ready:
-            self.rebooted.add(name)
-        if was_ready is None:
+        if not known:
             self._ensure_lh_node(name)
         if ready and not self.im_up.get(name):
             self._ensure_im(name)
@@ -282,7 +283,6 @@ class Longhorn:
             return
         if self._im_held_back(node, n):
             return  # being drained: Longhorn's manager waits for the node to come back
-        self.rebooted.discard(node)
         self._ensure_namespace()
         try:
             self.c.create({
@@ -315,10 +315,10 @@ class Longhorn:
             self.world.runtime.after(self.timings.pod_start_s, run)
 
     def _im_held_back(self, node: str, n: Obj) -> bool:
-        """The instance manager of a cordoned node that went away without a reboot (a drain
-        evicted it) is not recreated until the node reboots or is uncordoned."""
-        return bool((n.get("spec") or {}).get("unschedulable")) and \
-            node not in self.rebooted and node in self.im_up
+        """An instance manager that went away (a drain evicted it, the node rebooted) is not
+        recreated while its node is cordoned (``handlePod``). One the scenario starts without
+        on a cordoned node is created: it stands for the one that ran before the cordon."""
+        return bool((n.get("spec") or {}).get("unschedulable")) and node in self.im_up
 
     def _im_can_launch(self, node: str) -> bool:
         """longhorn-manager ``canInstanceManagerLaunchReplica``: the node is neither down nor
@@ -795,7 +795,7 @@ class Longhorn:
             # attaching starts the replicas (volume_controller.go
             # ``openVolumeDependentResources``): one whose instance manager cannot launch it
             # (node down or deleted, instance manager stopped) fails; one whose instance
-            # manager is starting (a Ready node's, just rebooted) waits for it
+            # manager is starting (a Ready, uncordoned node's) waits for it
             for rn in sorted(self.reps_by_vol.get(v.name, ())):
                 r = self.reps.get(rn)
                 if r is not None and not self._im_can_launch(r.node):
