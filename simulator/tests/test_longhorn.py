@@ -567,3 +567,36 @@ def test_rebuilds_on_a_node_wait_for_its_concurrent_rebuild_limit(
     assert peak == 2
     waits = sorted(e["waited_s"] for _t, started, e in events if started)
     assert waits[:2] == [0.0, 0.0] and waits[2] >= 19
+
+
+def test_detaching_fails_a_replica_being_rebuilt_and_frees_its_slot(
+        world_factory: Callable[..., World]) -> None:
+    """longhorn-manager v1.9.1 ``closeVolumeDependentResources``: a volume detached while a
+    replica is rebuilt (no ``healthyAt``, no ``failedAt``) marks that replica failed; its
+    node's rebuild slot frees, and attached again the volume reuses it."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    w.timings.replica_rebuild_s = 1e6          # the rebuild does not end by itself
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    lh = w.controllers["longhorn"]
+    wait_for(lambda: w.runtime.run_sync(lambda: len(lh.rebuilding_on.get("node-1", ()))) == 1,
+             what="the rebuild on node-1")
+    rep = next(r for r in w.client.list(API, "Replica", NS) if r["spec"]["nodeID"] == "node-1")
+    assert rep["spec"]["healthyAt"] == "" and rep["spec"]["failedAt"] == ""
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
+    wait_for(lambda: volume(w)["status"].get("state") == "detached", what="detached")
+    name = rep["metadata"]["name"]
+    wait_for(lambda: w.client.get(API, "Replica", name, NS)["spec"].get("failedAt"),
+             what="the rebuilding replica failed")
+    assert w.runtime.run_sync(lambda: set(lh.rebuilding_on.get("node-1", ()))) == set()
+    fails = [e for e in w.timeline.snapshot() if e["event"] == "replica_failed"]
+    assert fails[-1]["reason"] == "volume detached while rebuilding"
+    w.timings.replica_rebuild_s = 20
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt after the new attachment")
+    assert w.client.get(API, "Replica", name, NS)["spec"]["healthyAt"]

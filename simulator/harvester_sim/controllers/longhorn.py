@@ -57,7 +57,9 @@
   (below 1: no limit); meanwhile it waits, ``stopped``, ``failedAt`` and ``healthyAt``
   cleared, not in the engine's mode map. A slot that frees goes to the node's next waiting
   replica. The limit 0 disables rebuilding (``replenishReplicas``). Timeline
-  ``replica_rebuild_started`` (``waited_s``).
+  ``replica_rebuild_started`` (``waited_s``). A volume that detaches meanwhile
+  (``closeVolumeDependentResources``) marks its replicas being rebuilt or waiting failed,
+  freeing their slots; attached again, it reuses them.
 
 Fault ``volume_degraded`` (target keys ``volume``, ``pvc``, ``namespace``; params
 ``replicas`` (default 1), ``nodes`` (only replicas on these nodes) and ``heal_after_s``):
@@ -791,6 +793,14 @@ class Longhorn:
             return
         v.attached = node
         self._changed.add(v.name)
+        if not node:
+            # detaching stops the replicas (``closeVolumeDependentResources``): one being
+            # rebuilt, or waiting for a slot (no ``healthyAt``, no ``failedAt``), never
+            # became RW and is marked failed; its rebuild slot frees
+            for rn in sorted(self.reps_by_vol.get(v.name, ())):
+                r = self.reps.get(rn)
+                if r is not None and (r.rebuilding or r.waiting):
+                    self._fail_replica(r, "volume detached while rebuilding", cause="failed")
         if node:
             # attaching starts the replicas (volume_controller.go
             # ``openVolumeDependentResources``): one whose instance manager cannot launch it
