@@ -273,69 +273,61 @@ def test_attaching_waits_for_a_starting_instance_manager(
     assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_failed"]
 
 
-def test_instance_manager_pdb_blocks_the_last_healthy_replica(
-        world_factory: Callable[..., World]) -> None:
+def _pdb_nodes(w: World) -> set[str]:
+    return {p["spec"]["selector"]["matchLabels"]["longhorn.io/node"]
+            for p in w.client.list("policy/v1", "PodDisruptionBudget", NS)}
+
+
+def _cordon(w: World, node: str, on: bool = True) -> None:
+    w.client.patch("v1", "Node", node, {"spec": {"unschedulable": True if on else None}})
+
+
+@pytest.mark.parametrize("policy", ["block-if-contains-last-replica",
+                                    "allow-if-replica-is-stopped"])
+def test_instance_manager_pdb_follows_longhorn(world_factory: Callable[..., World],
+                                               policy: str) -> None:
+    """longhorn-manager v1.9.1 ``syncInstanceManagerPDB`` / ``canDeleteInstanceManagerPDB``:
+    every running instance manager of a schedulable node has a PDB; a cordoned node's goes
+    only once no volume is attached there and each of its replicas that counts has a
+    healthy replica on another schedulable, PDB-protected node."""
     w = world_factory()
     for n in ("node-0", "node-1", "node-2"):
         wait_for(lambda n=n: im_up(w, n))
-    attach(w)
+    wait_for(lambda: _pdb_nodes(w) == {"node-0", "node-1", "node-2"}, what="a PDB per node")
+    w.client.patch(API, "Setting", "node-drain-policy", {"value": policy}, NS)
+    attach(w, "node-0")
     wait_for(lambda: robustness(w) == "healthy")
-    lh = w.controllers["longhorn"]
-    assert w.client.list("policy/v1", "PodDisruptionBudget", NS) == []
-    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=2))
-    wait_for(lambda: robustness(w) == "degraded")
-    pdbs = wait_for(lambda: w.client.list("policy/v1", "PodDisruptionBudget", NS),
-                    what="instance-manager PDB")
-    assert len(pdbs) == 1
-    last = pdbs[0]["spec"]["selector"]["matchLabels"]["longhorn.io/node"]
-    assert pdbs[0]["metadata"]["name"] == longhorn.im_name(last)
+    # the volume is attached to node-0: its PDB stays however safe the replicas are
+    _cordon(w, "node-0")
+    time.sleep(0.1)
+    assert "node-0" in _pdb_nodes(w)
     with pytest.raises(ApiError) as ei:
-        w.client.evict(longhorn.im_name(last), NS)
+        w.client.evict(longhorn.im_name("node-0"), NS)
     assert ei.value.code == 429
-    # three faulted replicas: faulted
-    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=1))
-    wait_for(lambda: robustness(w) == "faulted", what="faulted")
-    wait_for(lambda: not w.client.list("policy/v1", "PodDisruptionBudget", NS),
-             what="PDB gone once nothing healthy is left to protect")
-
-
-def _sole_nodes_from_scratch(lh: Any) -> set[str]:
-    out = set()
-    for v in lh.vols.values():
-        if not v.attached:
-            continue
-        nodes = {lh.reps[rn].node for rn in lh.reps_by_vol.get(v.name, ())
-                 if rn in lh.reps and lh.reps[rn].healthy}
-        if len(nodes) == 1:
-            out |= nodes
-    return out
-
-
-def test_last_replica_nodes_follow_every_change_of_replicas_and_attachment(
-        world_factory: Callable[..., World]) -> None:
-    """The nodes holding an attached volume's only healthy replicas are kept per volume,
-    recomputed for the volumes changed since the last sync: at each step they are what a
-    scan of every volume finds."""
-    w = world_factory()
-    for n in ("node-0", "node-1", "node-2"):
-        wait_for(lambda n=n: im_up(w, n))
+    # the VM moved away: the volume attaches on node-1, node-0's PDB goes
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
+    attach(w, "node-1")
+    wait_for(lambda: "node-0" not in _pdb_nodes(w), what="node-0's PDB deleted")
+    _cordon(w, "node-0", False)
+    wait_for(lambda: "node-0" in _pdb_nodes(w), what="node-0's PDB back")
+    # node-2 holds the last healthy replica: its PDB stays once it is cordoned
     lh = w.controllers["longhorn"]
-
-    def both() -> tuple[set[str], set[str]]:
-        return w.runtime.run_sync(lambda: (lh.last_replica_nodes(),
-                                           _sole_nodes_from_scratch(lh)))
-    assert both() == (set(), set())          # detached: nothing to protect
-    attach(w)
-    wait_for(lambda: robustness(w) == "healthy")
-    assert both() == (set(), set())          # three nodes hold healthy replicas
-    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=2))
+    w.runtime.run_sync(lambda: lh.degrade("pvc-1", replicas=2, nodes=["node-0", "node-1"]))
     wait_for(lambda: robustness(w) == "degraded")
-    inc, full = both()
-    assert inc == full and len(inc) == 1
-    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default")
+    _cordon(w, "node-2")
+    time.sleep(0.1)
+    assert "node-2" in _pdb_nodes(w)
+    assert "has no pdb on another node" in str(
+        w.runtime.run_sync(lambda: lh.can_delete_pdb("node-2", policy)))
+    # detached, its replicas are stopped: only block-if-contains-last-replica still holds
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
     wait_for(lambda: (volume(w).get("status") or {}).get("state") == "detached",
              what="detached")
-    assert both() == (set(), set())          # detached again: no PDB wanted
+    if policy == "allow-if-replica-is-stopped":
+        wait_for(lambda: "node-2" not in _pdb_nodes(w), what="node-2's PDB deleted")
+    else:
+        time.sleep(0.1)
+        assert "node-2" in _pdb_nodes(w)
 
 
 def test_volume_degraded_fault_heals(world_factory: Callable[..., World]) -> None:

@@ -25,8 +25,12 @@
   ``kubernetesStatus.workloadsStatus``. Robustness is ``unknown`` while detached (unless
   faulted), as in Longhorn.
 * The instance-manager PodDisruptionBudget (``minAvailable: 1``, named after the instance
-  manager) exists exactly while its node holds the last healthy replica of an attached
-  volume, so draining that node is refused; it is deleted when the node is safe.
+  manager), as ``syncInstanceManagerPDB`` keeps it: every running instance manager of a
+  schedulable node has one; on a cordoned node it is deleted only once no volume is
+  attached there any more and, by ``node-drain-policy``, each replica on the node that
+  matters has a healthy copy on another schedulable, PDB-protected node
+  (:meth:`Longhorn.can_delete_pdb`). So a drain cannot evict an instance manager
+  while VMs using its node's engines still run there.
 * Settings: a few defaults (``replica-replenishment-wait-interval`` etc.) are created when
   missing, so the upgrade can read and change them.
 * Failed replicas of an attached volume (longhorn-manager v1.8.2 and v1.9.1
@@ -77,9 +81,8 @@ Upstream: longhorn/longhorn-manager ``v1.8.2`` (Harvester v1.5.1) and ``v1.9.1``
 ``scheduler/replica_scheduler.go``.
 Not modelled: engine images and live engine upgrades, snapshots/backups, disk-level
 scheduling (space, tags, disk selectors), data locality, replica auto-balance, the share
-manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the
-``node-drain-policy`` setting's other values (only the default
-``block-if-contains-last-replica`` is modelled, through the PDB), stale-replica cleanup,
+manager (RWX volumes), Longhorn's own VolumeAttachment tickets, the cluster autoscaler
+mode of the instance-manager PDBs, stale-replica cleanup,
 the pause of a volume's replenishment while it migrates with its VM (``replenishReplicas``
 returns at once while ``IsVolumeMigrating``: a live migration holds back the reuse of that
 volume's failed replicas for its duration; here it does not).
@@ -184,6 +187,7 @@ class Longhorn:
         self.vols: dict[str, Vol] = {}
         self.reps: dict[str, Rep] = {}
         self.reps_by_vol: dict[str, set[str]] = {}
+        self.reps_by_node: dict[str, set[str]] = {}
         self.im_up: dict[str, bool] = {}
         # per node: the replicas rebuilding there, and those waiting for one of its rebuild
         # slots in the order they were reused (the replica controller's inProgressRebuildingMap
@@ -192,10 +196,6 @@ class Longhorn:
         self.rebuild_queue: dict[str, list[str]] = {}
         self.nodes: dict[str, Obj] = {}
         self.pdbs: set[str] = set()
-        # attached volume -> the one node holding all its healthy replicas (last_replica_nodes),
-        # kept per volume: recomputed only for the volumes changed since the last sync
-        self._sole: dict[str, str] = {}
-        self._changed: set[str] = set()
         self.claim_vol: dict[Key, str] = {}
         self.pod_vols: dict[Key, list[str]] = {}
         self._pdb_queued = False
@@ -249,11 +249,15 @@ class Longhorn:
         name = obj["metadata"]["name"]
         if type_ == "DELETED":
             self.nodes.pop(name, None)
+            self._queue_pdbs()
             return
-        known = name in self.nodes
+        before = self.nodes.get(name)
         self.nodes[name] = obj
         ready = _ready(obj)
-        if not known:
+        if before is None or bool((before.get("spec") or {}).get("unschedulable")) != \
+                bool((obj.get("spec") or {}).get("unschedulable")):
+            self._queue_pdbs()   # the PDB follows the node's cordon
+        if before is None:
             self._ensure_lh_node(name)
         if ready and not self.im_up.get(name):
             self._ensure_im(name)
@@ -449,7 +453,6 @@ class Longhorn:
         name = md["name"]
         if type_ == "DELETED":
             self.vols.pop(name, None)
-            self._changed.add(name)
             self._queue_pdbs()
             return
         if md.get("deletionTimestamp"):
@@ -459,7 +462,6 @@ class Longhorn:
         v = self.vols.get(name)
         st = obj.get("status") or {}
         if v is None:
-            self._changed.add(name)
             v = self.vols[name] = Vol(name, int(spec.get("numberOfReplicas") or 3),
                                       attached=str(st.get("currentNodeID") or "")
                                       if st.get("state") == "attached" else "")
@@ -516,7 +518,7 @@ class Longhorn:
                     managed=True)
             self.reps[rname] = r
             self.reps_by_vol.setdefault(v.name, set()).add(rname)
-            self._changed.add(v.name)
+            self.reps_by_node.setdefault(node, set()).add(rname)
             have.append(r)
             used.add(node)
 
@@ -555,7 +557,7 @@ class Longhorn:
             if r is not None:
                 self._release_rebuild(r)
                 self.reps_by_vol.get(r.volume, set()).discard(name)
-                self._changed.add(r.volume)
+                self.reps_by_node.get(r.node, set()).discard(name)
             return
         healthy = replica_available(obj)
         r = self.reps.get(name)
@@ -564,10 +566,9 @@ class Longhorn:
                                       str(spec.get("nodeID") or ""), healthy,
                                       cause="" if healthy else "initial")
             self.reps_by_vol.setdefault(r.volume, set()).add(name)
-            self._changed.add(r.volume)
+            self.reps_by_node.setdefault(r.node, set()).add(name)
         elif not r.rebuilding and not r.waiting and not r.managed:
             r.healthy = healthy
-            self._changed.add(r.volume)
 
     def _set_replica(self, r: Rep, healthy: bool, rebuilding: bool = False,
                      waiting: bool = False) -> None:
@@ -579,7 +580,6 @@ class Longhorn:
         set, ``healthyAt`` kept: it held data once)."""
         r.managed = True
         r.healthy = healthy
-        self._changed.add(r.volume)
         r.rebuilding = rebuilding
         r.waiting = waiting
         now = self._now()
@@ -779,7 +779,7 @@ class Longhorn:
         r = Rep(rname, v.name, node, False, cause="new")
         self.reps[rname] = r
         self.reps_by_vol.setdefault(v.name, set()).add(rname)
-        self._changed.add(v.name)
+        self.reps_by_node.setdefault(node, set()).add(rname)
         self.world.timeline.record("replica_replenished", volume=v.name, replica=rname,
                                    node=node,
                                    waited_s=round(self.world.clock.now() - v.degraded_at, 1))
@@ -792,7 +792,6 @@ class Longhorn:
         if node == v.attached:
             return
         v.attached = node
-        self._changed.add(v.name)
         if not node:
             # detaching stops the replicas (``closeVolumeDependentResources``): one being
             # rebuilt, or waiting for a slot (no ``healthyAt``, no ``failedAt``), never
@@ -921,52 +920,82 @@ class Longhorn:
         self._pdb_queued = True
         self.world.runtime.after(0.5, self._sync_pdbs)
 
-    def last_replica_nodes(self) -> set[str]:
-        """Nodes holding the only healthy replica(s) of an attached volume."""
-        for name in self._changed:
-            node = self._sole_node(name)
-            if node:
-                self._sole[name] = node
-            else:
-                self._sole.pop(name, None)
-        self._changed.clear()
-        return set(self._sole.values())
-
-    def _sole_node(self, volume: str) -> str:
-        """The node all of ``volume``'s healthy replicas sit on, when it is attached and has
-        healthy replicas on one node only; ``""`` otherwise."""
-        v = self.vols.get(volume)
-        if v is None or not v.attached:
-            return ""
-        node = ""
-        for rn in self.reps_by_vol.get(volume, ()):
-            r = self.reps.get(rn)
-            if r is None or not r.healthy:
-                continue
-            if not node:
-                node = r.node
-            elif r.node != node:
-                return ""
-        return node
-
     def _sync_pdbs(self) -> None:
+        """longhorn-manager v1.8.2 / v1.9.1 ``instance_manager_controller.go``
+        ``syncInstanceManagerPDB`` (``kubernetes-cluster-autoscaler-enabled`` false, its
+        default): a running instance manager on a schedulable node has its PDB; on a
+        cordoned node the PDB is deleted once ``canDeleteInstanceManagerPDB`` allows it;
+        an instance manager that is not running keeps whatever it had. A deleted node's
+        PDB goes (``cleanUpPDBForNonExistingIM``)."""
         self._pdb_queued = False
-        want = {n for n in self.last_replica_nodes() if self.im_up.get(n)}
-        for node in sorted(want - self.pdbs):
-            try:
-                self.c.create({
-                    "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                    "metadata": {"name": im_name(node), "namespace": NS,
-                                 "labels": {"longhorn.io/managed-by": "longhorn-manager"}},
-                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {
-                        IM_LABEL: "instance-manager", "longhorn.io/node": node}}}})
-            except ApiError as exc:
-                if exc.code != 409:
-                    continue
-            self.pdbs.add(node)
-        for node in sorted(self.pdbs - want):
+        policy = self._drain_policy()
+        for node in sorted(self.pdbs - set(self.nodes)):
+            self._delete_pdb(node)
+        for node, n in sorted(self.nodes.items()):
+            if not self.im_up.get(node):
+                continue
+            if not (n.get("spec") or {}).get("unschedulable"):
+                if node not in self.pdbs:
+                    self._create_pdb(node)
+            elif node in self.pdbs and self.can_delete_pdb(node, policy) is None:
+                self._delete_pdb(node)
+
+    def _drain_policy(self) -> str:
+        s = self.c.try_get(API, "Setting", "node-drain-policy", NS)
+        return str((s or {}).get("value") or DEFAULT_SETTINGS["node-drain-policy"])
+
+    def can_delete_pdb(self, node: str, policy: str) -> str | None:
+        """``canDeleteInstanceManagerPDB`` for an ``aio`` instance manager: ``None`` when
+        the PDB of ``node``'s instance manager may go, else why not. First no volume may be
+        attached to the node (its engines gone: ``areAllVolumesDetachedFromNode``); then by
+        ``node-drain-policy``: ``always-allow`` allows it; ``block-for-eviction`` needs no
+        replica on the node; ``block-if-contains-last-replica`` (Longhorn's default) checks
+        every replica on the node, ``allow-if-replica-is-stopped`` only those not stopped
+        (here: of attached volumes; a detached volume's replicas are stopped): each needs a
+        healthy replica of its volume on another schedulable node whose running instance
+        manager has its PDB (``ListVolumePDBProtectedHealthyReplicasRO``), unless it never
+        held data (no ``healthyAt``, no ``failedAt``: being rebuilt, waiting for a slot,
+        or new)."""
+        attached = sorted(v.name for v in self.vols.values() if v.attached == node)
+        if attached:
+            return f"some volumes are still attached: {', '.join(attached[:5])}"
+        if policy == "always-allow":
+            return None
+        mine = [self.reps[rn] for rn in self.reps_by_node.get(node, ()) if rn in self.reps]
+        if policy == "block-for-eviction" and mine:
+            return f"some replicas block eviction: {', '.join(sorted(r.name for r in mine)[:5])}"
+        if policy == "allow-if-replica-is-stopped":
+            mine = [r for r in mine if self._attached(r.volume)]
+        protected = {n for n in self.pdbs if n != node and self.im_up.get(n)
+                     and not (self.nodes.get(n, {}).get("spec") or {}).get("unschedulable")}
+        for r in sorted(mine, key=lambda r: r.name):
+            if not r.healthy and (r.rebuilding or r.waiting or r.cause == "pending"):
+                continue   # never held data
+            if not any(o is not None and o.healthy and o.node in protected
+                       for o in (self.reps.get(rn) for rn in self.reps_by_vol.get(r.volume, ()))):
+                return f"replica {r.name} has no pdb on another node"
+        return None
+
+    def _create_pdb(self, node: str) -> None:
+        try:
+            self.c.create({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": im_name(node), "namespace": NS,
+                             "labels": {"longhorn.io/managed-by": "longhorn-manager"}},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {
+                    IM_LABEL: "instance-manager", "longhorn.io/node": node}}}})
+        except ApiError as exc:
+            if exc.code != 409:
+                return
+        self.pdbs.add(node)
+
+    def _delete_pdb(self, node: str) -> None:
+        try:
             self.c.delete("policy/v1", "PodDisruptionBudget", im_name(node), NS)
-            self.pdbs.discard(node)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+        self.pdbs.discard(node)
 
     # ------------------------------------------------------------------ faults
     def _poll_faults(self) -> None:
