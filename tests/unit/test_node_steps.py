@@ -186,6 +186,27 @@ def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
     assert node_safety._pdb_blocking([pdb], pods, "n1") == []
 
 
+def test_pdb_blocking_leaves_longhorns_instance_manager_to_longhorn() -> None:
+    """Longhorn keeps its instance manager's PDB (disruptionsAllowed 0) while any volume is
+    attached on the node (longhorn-manager canDeleteInstanceManagerPDB): counted before the
+    migrations it would never let the evacuation start."""
+    im = {"metadata": {"name": "instance-manager-abc", "namespace": "longhorn-system",
+                       "labels": {"longhorn.io/component": "instance-manager",
+                                  "longhorn.io/node": "n1"},
+                       "ownerReferences": [{"kind": "InstanceManager"}]},
+          "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    pdb = {"metadata": {"name": "instance-manager-abc", "namespace": "longhorn-system"},
+           "spec": {"selector": {"matchLabels": {"longhorn.io/component": "instance-manager",
+                                                 "longhorn.io/node": "n1"}}},
+           "status": {"disruptionsAllowed": 0}}
+    assert node_safety._pdb_blocking([pdb], [im], "n1") == []
+    # the same labels outside Longhorn's namespace are any workload's
+    other = {**im, "metadata": {**im["metadata"], "namespace": "default"}}
+    assert node_safety._pdb_blocking([{**pdb, "metadata": {**pdb["metadata"],
+                                                           "namespace": "default"}}],
+                                     [other], "n1") != []
+
+
 def test_job_outcome() -> None:
     assert node_job._job_outcome(None)[0] == "absent"
     assert node_job._job_outcome({"status": {}})[0] == "running"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import constants as c
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import evacuation as ev
 from ansible_collections.harvester.upgrade.plugins.module_utils.harvester import (
     longhorn_index as li,
@@ -223,6 +224,12 @@ def _pdb_blocking(pdbs: list[dict[str, Any]], pods: list[dict[str, Any]], node: 
             continue
         if labels.get("kubevirt.io") == "virt-launcher":
             continue
+        if meta.get("namespace") == c.LONGHORN_NS and \
+                labels.get("longhorn.io/component") == "instance-manager":
+            # Longhorn's own drain guard: it keeps this PDB while any volume is attached
+            # on the node, so it goes only after the VMs have left (longhorn-manager
+            # canDeleteInstanceManagerPDB); the data it guards is wait_volumes_safe's
+            continue
         owners = meta.get("ownerReferences") or []
         if any(o.get("kind") == "DaemonSet" for o in owners):
             continue
@@ -245,7 +252,9 @@ def _pdb_blocking(pdbs: list[dict[str, Any]], pods: list[dict[str, Any]], node: 
 
 
 def wait_pdbs(kube: Kube, node: str, timeout: float) -> dict[str, Any]:
-    """Wait (watch) until no PDB protecting a pod on the node forbids its eviction."""
+    """Wait (watch) until no PDB protecting a pod on the node forbids its eviction: not
+    the VMs' (moved by migrations), DaemonSets' (not drained) nor Longhorn's
+    instance managers' (released by Longhorn once no volume is attached on the node)."""
     # the node's pods only (a field the API server indexes for Pods), not the cluster's
     pods = kube.list("v1", "Pod", field_selector=f"spec.nodeName={node}")
     pdbs = kube.list("policy/v1", "PodDisruptionBudget")
