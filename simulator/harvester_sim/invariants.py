@@ -86,6 +86,7 @@ request being served on this thread) and falls back to the last ``managedFields`
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import traceback
 from collections import Counter
@@ -719,6 +720,18 @@ class Monitor:
     # settings --------------------------------------------------------------------------
     # The baseline of a setting is its value when the monitor first sees it: at the start,
     # or when its controller creates it (Longhorn creates its defaults once it runs).
+    def _chart_longhorn_settings(self) -> dict[str, str]:
+        """The Longhorn settings the ``harvester`` ManagedChart sets
+        (``spec.values.longhorn.defaultSettings``, by Setting name): Harvester's upgrade
+        writes some there for good (``upgrade_manifests.sh`` ``patch_longhorn_settings``),
+        so they are not the upgrader's to restore."""
+        mc = next((m for m in self._list("management.cattle.io", "managedcharts") or []
+                   if _key(m) == ("fleet-local", "harvester")), None)
+        values = ((mc or {}).get("spec") or {}).get("values") or {}
+        defaults = (values.get("longhorn") or {}).get("defaultSettings") or {}
+        return {re.sub(r"(?<!^)([A-Z])", r"-\1", k).lower(): str(v)
+                for k, v in defaults.items()}
+
     def _on_lh_setting(self, etype: str, obj: Obj, old: Obj | None, seeding: bool) -> None:
         name = _md(obj).get("name") or ""
         if etype != "DELETED" and name not in self.initial_settings:
@@ -889,8 +902,11 @@ class Monitor:
                     + f" after UpgradePlan {plan} Succeeded",
                     volume=name, replicas=have, wanted=want, robustness=rob)
 
+        chosen = self._chart_longhorn_settings()
         for s in self._list("longhorn.io", "settings") or []:
             name = _md(s).get("name") or ""
+            if name in chosen and str(s.get("value")) == chosen[name]:
+                continue   # Harvester's upgrade chose it (upgrade_manifests.sh)
             if name in self.initial_settings and s.get("value") != self.initial_settings[name]:
                 add("setting_not_restored",
                     f"Longhorn setting {name} is {s.get('value')!r}, was "

@@ -60,6 +60,9 @@ def at_cluster_upgraded(sim: Any, *, version: str = "v1.6.0", restore_vm: bool =
     install_plan_crd(sim)
     rel = _release(sim, version)
     roll_harvester_chart(sim, rel)
+    # upgrade_manifests.sh's patch_longhorn_settings, with the harvester chart's upgrade
+    from harvester_sim.programs.toolkit import patch_longhorn_settings
+    patch_longhorn_settings(c, lambda _m: None)
     nodes = [n["metadata"]["name"] for n in c.list("v1", "Node")]
     spec: dict[str, Any] = {"version": version, "restoreVM": restore_vm}
     if pause:

@@ -72,7 +72,8 @@ Steps per subcommand (all start with ``wait_repo`` + ``detect_repo``):
 ``chroot /host sh -c ...``: the drop-in that makes rancher-system-agent run the RKE2
 installer with ``INSTALL_RKE2_SKIP_ENABLE=true``, see :mod:`.host_scripts`), waits until
 every Node carries the Plan's latest hash, deletes the Plan; upgrades Rancher; ManagedCharts
-``harvester-crd`` then ``harvester`` (and monitoring when present). It does **not** touch
+``harvester-crd`` then ``harvester`` (and monitoring when present), the latter with
+``patch_longhorn_settings`` (:func:`patch_longhorn_settings`). It does **not** touch
 ``spec.kubernetesVersion`` of the Rancher cluster: the upgrader does that when NodeUpgrade
 begins. Not modelled: the version pre-hooks, pausing charts, cluster repo/CDI manifests,
 addons, logging, CSI RBAC, Fleet bundle waits.
@@ -88,7 +89,7 @@ from __future__ import annotations
 import posixpath
 import re
 import secrets
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import yaml
@@ -294,6 +295,59 @@ def _chart_ready(ctx: ProgramContext, name: str, prev_gen: int) -> bool:
                 for c in st.get("conditions") or [])
     return (int(st.get("observedGeneration") or 0) >= gen and gen >= prev_gen
             and int(summ.get("ready", 0)) >= int(summ.get("desiredReady", 1)) and ready)
+
+
+# upgrade_manifests.sh ``patch_longhorn_settings`` (v1.5.1, v1.6.0): Longhorn Setting ->
+# (the value Longhorn ships as its default, the value Harvester wants, the chart value)
+LONGHORN_SETTING_PATCHES = (
+    ("node-drain-policy", "block-if-contains-last-replica", "allow-if-replica-is-stopped",
+     "nodeDrainPolicy"),
+    ("detach-manually-attached-volumes-when-cordoned", "false", "true",
+     "detachManuallyAttachedVolumesWhenCordoned"),
+)
+
+
+def patch_longhorn_settings(client: Any, log: Callable[[str], None]) -> None:
+    """``patch_longhorn_settings`` on the ``harvester`` ManagedChart patch: each Longhorn
+    setting the chart does not set and Longhorn still has at its default gets Harvester's
+    value in ``spec.values.longhorn.defaultSettings``. A setting that cannot be read is
+    left alone (the script's ``[ $x == ... ]`` on an empty value takes the else branch).
+    The chart's rollout then carries the values to Longhorn's default-settings ConfigMap,
+    which longhorn-manager applies to its Settings: collapsed here into writing the
+    Setting right away."""
+    api = "management.cattle.io/v3"
+    mc = client.try_get(api, "ManagedChart", "harvester", "fleet-local")
+    if mc is None:
+        return
+    defaults = (((mc.get("spec") or {}).get("values") or {}).get("longhorn") or {}).get(
+        "defaultSettings") or {}
+    chosen: dict[str, str] = {}
+    for setting, longhorn_default, wanted, key in LONGHORN_SETTING_PATCHES:
+        if key in defaults:
+            log(f"longhorn {key} has been set in managedchart, do not patch again")
+            continue
+        cur = client.try_get("longhorn.io/v1beta2", "Setting", setting, "longhorn-system")
+        if cur is None or str(cur.get("value")) != longhorn_default:
+            log(f"longhorn {key} {(cur or {}).get('value')} is not the default value, "
+                    "do not patch")
+            continue
+        log(f"patch longhorn {key} to {wanted}")
+        chosen[setting] = wanted
+        defaults = {**defaults, key: wanted}
+    if not chosen:
+        return
+
+    def fn(cur: dict[str, Any]) -> dict[str, Any]:
+        values = cur.setdefault("spec", {}).setdefault("values", {}) or {}
+        cur["spec"]["values"] = values
+        lh = values.setdefault("longhorn", {}) or {}
+        values["longhorn"] = lh
+        lh["defaultSettings"] = {**(lh.get("defaultSettings") or {}), **defaults}
+        return cur
+    client.modify(api, "ManagedChart", "harvester", fn, "fleet-local")
+    for setting, value in chosen.items():
+        client.patch("longhorn.io/v1beta2", "Setting", setting, {"value": value},
+                         "longhorn-system")
 
 
 def _upgrade_chart(ctx: ProgramContext, name: str, version: str) -> Prog:
@@ -953,6 +1007,8 @@ def upgrade_manifests(ctx: ProgramContext, argv: list[str]) -> Prog:
     yield from _skip_restart_rancher_system_agent(ctx, plan)
     yield from _upgrade_rancher(ctx, str(meta.get("rancher", "")))
     for chart in ("harvester-crd", "harvester"):
+        if chart == "harvester":
+            patch_longhorn_settings(ctx.client, ctx.log)
         yield from _upgrade_chart(ctx, chart, str(meta.get("harvesterChart", "")))
     yield from _wait_kubevirt(ctx, meta.get("kubevirt") or _repo_kubevirt(ctx, meta["harvester"]))
     for chart in ("rancher-monitoring-crd", "rancher-monitoring"):
