@@ -592,3 +592,34 @@ def test_detaching_fails_a_replica_being_rebuilt_and_frees_its_slot(
     attach(w)
     wait_for(lambda: robustness(w) == "healthy", what="rebuilt after the new attachment")
     assert w.client.get(API, "Replica", name, NS)["spec"]["healthyAt"]
+
+
+def test_attaching_reuses_a_failed_replica_without_waiting_for_an_earlier_wait(
+        world_factory: Callable[..., World]) -> None:
+    """A replica that failed while its node was down schedules the replenishment wait
+    (``replica-replenishment-wait-interval``); the node came back and the replica was being
+    rebuilt when the volume detached, which failed it again. Attached once more, the volume
+    controller reuses it at once, not when that earlier wait is due."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    w.timings.replica_rebuild_s = 1e6
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}, subresource="status")
+    started = lambda: [e for e in w.timeline.snapshot()  # noqa: E731
+                       if e["event"] == "replica_rebuild_started"]
+    wait_for(lambda: len(started()) == 1, what="the rebuild on node-1")
+    w.client.delete("v1", "Pod", "virt-launcher-vm1-abcde", "default", grace_period=0)
+    wait_for(lambda: volume(w)["status"].get("state") == "detached", what="detached")
+    w.timings.replica_rebuild_s = 20
+    t0 = w.clock.now()
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy", what="rebuilt")
+    assert w.clock.now() - t0 < 300, "reused only when the 600 s wait was due"

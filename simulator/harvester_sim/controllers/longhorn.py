@@ -809,6 +809,12 @@ class Longhorn:
                 r = self.reps.get(rn)
                 if r is not None and not self._im_can_launch(r.node):
                     self._fail_replica(r, "instance manager on the node is gone")
+            # the volume controller syncs the volume now: a failed replica that became
+            # reusable while it was detached is reused at once, not when a replenishment
+            # wait scheduled before is due
+            if v.replenish_timer is not None:
+                v.replenish_timer.cancel()
+                v.replenish_timer = None
 
         def eng(cur: Obj) -> Obj:
             cur.setdefault("spec", {})["nodeID"] = node
