@@ -40,8 +40,9 @@ description:
     not done by then,
     that node's own cycle adopts. Rancher's pre-drain is then answered within the watch
     latency instead of after the play's hand-over to the next host, which overlaps the OS
-    install. Nothing is started for a paused node, a node Longhorn or a PDB makes wait, or a
-    node outside I(play); a head start never fails the task or the plan.
+    install. Nothing is started for a paused node, a node a PDB makes wait (or Longhorn, when
+    a VM there has to be shut down), or a node outside I(play); a head start never fails
+    the task or the plan.
   - Once Rancher has cordoned the node, its workload pods that a PodDisruptionBudget would
     make Rancher's drain wait for (controller-owned, outside the platform's namespaces, not
     DaemonSet or VM launcher pods) are evicted through the eviction API before the VMs
@@ -102,8 +103,8 @@ options:
     default: 3600
   volume_timeout:
     description: Seconds to wait for every other node to be C(Ready) and the Longhorn
-      volumes to be safe (rebuilds), before the evacuation and again right before the
-      pre-drain hook is answered.
+      volumes to be safe (rebuilds), before the evacuation (for Longhorn after it when only
+      live migrations are planned) and again right before the pre-drain hook is answered.
     type: int
     default: 1800
   pdb_timeout:

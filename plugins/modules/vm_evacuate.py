@@ -83,7 +83,9 @@ options:
     default: 3600
   volume_timeout:
     description: Seconds to wait, before anything is moved, for every other node to be
-      C(Ready) and for the Longhorn volumes to be safe (rebuilds).
+      C(Ready) and for the Longhorn volumes to be safe (rebuilds). When only live migrations
+      are planned, the Longhorn wait comes after them instead (a migration leaves every
+      volume attached and every replica in place).
     type: int
     default: 1800
   pdb_timeout:

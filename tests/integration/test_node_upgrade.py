@@ -445,6 +445,10 @@ def test_five_node_order_pause_and_degraded_volume(runs: Runs) -> None:
     assert rebuilt, run.events("replica_rebuilt", volume=vol)
     assert asked < run.extra["degraded_at"] < rebuilt[0] < answered, (asked, rebuilt, answered)
     assert rebuilt[0] - run.extra["degraded_at"] >= HEAL_S
+    # live migrations do not wait for Longhorn (node_evacuation._volumes_before): the
+    # paused node's VMs moved while its volume's other replicas were being rebuilt
+    moved = [e["t"] for e in run.events("vm_migration_started", source=paused)]
+    assert moved and run.extra["degraded_at"] < min(moved) < rebuilt[0], (moved, rebuilt)
 
 
 @pytest.mark.node_run("four-node-big-worker", "four-node-big-worker-naive")

@@ -266,3 +266,34 @@ def test_the_head_start_waits_for_the_cordon_taint_to_go_too() -> None:
 def test_a_node_that_stays_cordoned_is_planned_without_after_the_wait() -> None:
     kube = NodeViews([_node("node-1", cordoned=True)], [])
     assert node_head_start.await_back(kube, "node-1", timeout=0.1) is False
+
+
+def test_longhorn_holds_the_migrations_only_when_a_vm_has_to_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A volume at risk on the node (its other replicas still being rebuilt) does not hold
+    back live migrations, which leave every volume attached and every replica in place: they
+    start at once and the wait comes after them. A VM to stop, whose stop would detach its
+    volume mid-rebuild, makes the evacuation wait first (node_evacuation._volumes_before)."""
+    calls: list[float] = []
+
+    def at_risk(_kube: Any, _node: str, timeout: float) -> dict[str, Any]:
+        calls.append(timeout)
+        raise waiting.WaitTimeout("Longhorn volumes to be healthy", timeout,
+                                  "volume v has its only healthy replica(s) on node n2")
+    monkeypatch.setattr(ne, "wait_volumes_safe", at_risk)
+    move = ev.EvacuationPlan(node=NODE, migrate=[ev.Move(view("a"), "n1", "room")])
+    assert ne._volumes_before(None, NODE, move, 1800) == {"waited": False,
+                                                          "after_migrations": True}
+    assert calls == [0]
+    calls.clear()
+    stop = ev.EvacuationPlan(node=NODE, migrate=[ev.Move(view("a"), "n1", "room")],
+                             shutdown=[ev.Shutdown(view("gpu"), "host device")])
+    with pytest.raises(waiting.WaitTimeout):
+        ne._volumes_before(None, NODE, stop, 1800)
+    assert calls == [1800]
+    calls.clear()
+    with pytest.raises(waiting.WaitTimeout):      # nothing to migrate: wait first, as before
+        ne._volumes_before(None, NODE, ev.EvacuationPlan(node=NODE), 60)
+    assert calls == [60]
+    monkeypatch.setattr(ne, "wait_volumes_safe", lambda *_a: {"waited": False})
+    assert ne._volumes_before(None, NODE, move, 1800) == {"waited": False}

@@ -76,7 +76,8 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     to stop and create every planned migration (KubeVirt runs them as its per-node and
     per-cluster limits allow, the rest wait Pending), then return without waiting,
     tainting or failing anything; the node's own evacuation adopts what was started. When
-    Longhorn or a PDB would make the evacuation wait, nothing is started (``deferred``).
+    a PDB, or Longhorn with a VM to stop (:func:`_volumes_before`), would make the
+    evacuation wait, nothing is started (``deferred``).
     With Harvester's migrate action only what KubeVirt runs at once may be started; ``feed``
     > 0 then keeps starting the rest as lanes free, for up to that many seconds
     (:func:`migrate_all` ``feed``). The first migrations are asked for before anything else
@@ -117,7 +118,7 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
             # the head start only starts migrations (no taint): no other node need be Ready
             ready = {"waited": False} if start_only else \
                 wait_nodes_ready(kube, node, volume_timeout)
-            vol = wait_volumes_safe(kube, node, 0 if start_only else volume_timeout)
+            vol = _volumes_before(kube, node, p, 0 if start_only else volume_timeout)
             pdb = wait_pdbs(kube, node, 0 if start_only else pdb_timeout)
         except WaitTimeout as exc:
             if start_only:
@@ -167,6 +168,15 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
                     migration_timeout=migration_timeout, timeout=timeout,
                     mechanism=(mechanism or {}).get("mechanism", mt.ADDED_NODE_SELECTOR))
     result["changed"] |= taint_node(kube, node)
+    if vol.get("after_migrations"):
+        # the migrations ran beside Longhorn's rebuilds: the node goes down only once no
+        # volume would lose its last healthy replica with it (the pre-drain Job next)
+        try:
+            wait_volumes_safe(kube, node, volume_timeout)
+        except WaitTimeout as exc:
+            writer.fail_node(node, "PreDrainFailed", "EvacuationBlocked", str(exc))
+            raise
+        result["waited_for_volumes"] = True
     done = first.result()
     # the rest, now that the first replacements had the migrations' time to be Ready
     again = _evictions(kube, node, fact)
@@ -185,6 +195,25 @@ def evacuate(kube: Kube, writer: PlanWriter, node: str, *, target_aware: bool = 
     result["pod_evictions"] = pe.merge(done, again.result())
     result["changed"] |= bool(result["pod_evictions"]["evicted"])
     return result
+
+
+def _volumes_before(kube: Kube, node: str, p: ev.EvacuationPlan, timeout: float
+                    ) -> dict[str, Any]:
+    """Longhorn's check before anything moves off ``node`` (:func:`wait_volumes_safe`, up
+    to ``timeout``) — unless only migrations are planned: a live migration leaves every
+    volume attached and every replica where it is, so with a volume at risk now (its other
+    replicas still being rebuilt after the previous nodes' reboots) the migrations start at
+    once and the wait comes after them, before the node's pre-drain Job
+    (``after_migrations``). A VM to shut down, or a node with nothing to migrate, waits
+    first as before: a stop detaches its volume, which ends a rebuild under way
+    (longhorn-manager ``closeVolumeDependentResources``), and a run that stops there must
+    not leave VMs stopped."""
+    if p.shutdown or not p.migrate:
+        return wait_volumes_safe(kube, node, timeout)
+    try:
+        return wait_volumes_safe(kube, node, 0)
+    except WaitTimeout:
+        return {"waited": False, "after_migrations": True}
 
 
 def _evictions(kube: Kube, node: str, fact: dict[str, Any]) -> pe.Round:

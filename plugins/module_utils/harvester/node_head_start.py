@@ -122,8 +122,9 @@ def head_start(kube: Kube, writer: PlanWriter, node: str, play: list[str], *, wa
     stop — and return without waiting. That node's own cycle then adopts what was started (its
     evacuation adopts running migrations, as on a resume), so Rancher's pre-drain is answered
     by an action within the watch latency instead of after the play's hand-over to the next
-    host. Nothing is started for a paused node, a node the gate would refuse, a node
-    Longhorn or a PDB makes wait, or a node outside the play; nothing here fails the plan.
+    host. Nothing is started for a paused node, a node the gate would refuse, a node a PDB
+    makes wait (or Longhorn, when a VM has to stop: migrations alone start beside its
+    rebuilds), or a node outside the play; nothing here fails the plan.
 
     ``finish`` > 0: then wait up to that many seconds for the node's VMs to be off it (every
     migration succeeded, every stop done) and answer its pre-drain as its own cycle would
@@ -347,7 +348,8 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
     machine-plan Secret): wait (watch) up to ``timeout`` seconds for no running VMI to be left
     on the node, or for every one left to be under way (:func:`all_under_way`: the last
     migrations in KubeVirt's lanes, none pinned by a node selector any more), then —
-    Longhorn and the PDBs allowing it now, the plan still in NodeUpgrading — create its
+    Longhorn allowing it within ``timeout`` (a volume whose other replicas are still being
+    rebuilt), the PDBs now, the plan still in NodeUpgrading — create its
     pre-drain Job, taint the node as soon as the Job exists, wait for the Job (whose script
     waits for the VMs to be off the node) and for the migrations to have ended, none failed,
     and answer Rancher's pre-drain (node ``PreDrained``), what the node's own :func:`evacuate`
@@ -390,7 +392,9 @@ def finish_head_start(kube: Kube, writer: PlanWriter, node: str, secret: str, ti
         if res["failed"]:
             return {**out, "why": f"migration {res['failed']} failed; {node}'s own cycle "
                                   "retries it"}
-        wait_volumes_safe(kube, node, 0)
+        # the migrations may have started beside Longhorn's rebuilds (node_evacuation
+        # _volumes_before): the Job waits, within the time left, for no volume to be at risk
+        wait_volumes_safe(kube, node, max(0.0, deadline - time.monotonic()))
         wait_pdbs(kube, node, 0)
         wait_nodes_ready(kube, node, 0)
     except WaitTimeout as exc:
