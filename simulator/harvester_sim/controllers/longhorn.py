@@ -188,6 +188,11 @@ class Longhorn:
         self.reps: dict[str, Rep] = {}
         self.reps_by_vol: dict[str, set[str]] = {}
         self.reps_by_node: dict[str, set[str]] = {}
+        # node -> the attached volumes whose engine runs there; the cordoned nodes; the nodes
+        # whose PDB may have to be created since the last sync
+        self.attached_on: dict[str, set[str]] = {}
+        self.cordoned: set[str] = set()
+        self._pdb_dirty: set[str] = set()
         self.im_up: dict[str, bool] = {}
         # per node: the replicas rebuilding there, and those waiting for one of its rebuild
         # slots in the order they were reused (the replica controller's inProgressRebuildingMap
@@ -249,13 +254,20 @@ class Longhorn:
         name = obj["metadata"]["name"]
         if type_ == "DELETED":
             self.nodes.pop(name, None)
+            self.cordoned.discard(name)
+            self._pdb_dirty.add(name)
             self._queue_pdbs()
             return
         before = self.nodes.get(name)
         self.nodes[name] = obj
         ready = _ready(obj)
-        if before is None or bool((before.get("spec") or {}).get("unschedulable")) != \
-                bool((obj.get("spec") or {}).get("unschedulable")):
+        cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+        if before is None or (name in self.cordoned) != cordoned:
+            if cordoned:
+                self.cordoned.add(name)
+            else:
+                self.cordoned.discard(name)
+            self._pdb_dirty.add(name)
             self._queue_pdbs()   # the PDB follows the node's cordon
         if before is None:
             self._ensure_lh_node(name)
@@ -395,6 +407,8 @@ class Longhorn:
             not obj["metadata"].get("deletionTimestamp")
         was = self.im_up.get(node)
         self.im_up[node] = up
+        if up != bool(was):
+            self._pdb_dirty.add(node)
         # Each of the node's replicas is handled in a runtime step of its own, as Longhorn's
         # replica controller (controller/replica_controller.go) takes them one by one from
         # its work queue: a node's hundred replicas do not hold back the steps of other
@@ -452,7 +466,9 @@ class Longhorn:
         md = obj["metadata"]
         name = md["name"]
         if type_ == "DELETED":
-            self.vols.pop(name, None)
+            gone = self.vols.pop(name, None)
+            if gone is not None and gone.attached:
+                self.attached_on.get(gone.attached, set()).discard(name)
             self._queue_pdbs()
             return
         if md.get("deletionTimestamp"):
@@ -791,6 +807,10 @@ class Longhorn:
             node = v.attached
         if node == v.attached:
             return
+        if v.attached:
+            self.attached_on.get(v.attached, set()).discard(v.name)
+        if node:
+            self.attached_on.setdefault(node, set()).add(v.name)
         v.attached = node
         if not node:
             # detaching stops the replicas (``closeVolumeDependentResources``): one being
@@ -934,16 +954,19 @@ class Longhorn:
         an instance manager that is not running keeps whatever it had. A deleted node's
         PDB goes (``cleanUpPDBForNonExistingIM``)."""
         self._pdb_queued = False
+        dirty, self._pdb_dirty = self._pdb_dirty, set()
+        for node in sorted(dirty):
+            if node not in self.nodes:
+                if node in self.pdbs:
+                    self._delete_pdb(node)
+            elif self.im_up.get(node) and node not in self.cordoned and node not in self.pdbs:
+                self._create_pdb(node)
+        held = sorted(n for n in self.pdbs & self.cordoned if self.im_up.get(n))
+        if not held:
+            return
         policy = self._drain_policy()
-        for node in sorted(self.pdbs - set(self.nodes)):
-            self._delete_pdb(node)
-        for node, n in sorted(self.nodes.items()):
-            if not self.im_up.get(node):
-                continue
-            if not (n.get("spec") or {}).get("unschedulable"):
-                if node not in self.pdbs:
-                    self._create_pdb(node)
-            elif node in self.pdbs and self.can_delete_pdb(node, policy) is None:
+        for node in held:
+            if self.can_delete_pdb(node, policy) is None:
                 self._delete_pdb(node)
 
     def _drain_policy(self) -> str:
@@ -962,7 +985,7 @@ class Longhorn:
         manager has its PDB (``ListVolumePDBProtectedHealthyReplicasRO``), unless it never
         held data (no ``healthyAt``, no ``failedAt``: being rebuilt, waiting for a slot,
         or new)."""
-        attached = sorted(v.name for v in self.vols.values() if v.attached == node)
+        attached = sorted(self.attached_on.get(node, ()))
         if attached:
             return f"some volumes are still attached: {', '.join(attached[:5])}"
         if policy == "always-allow":
@@ -972,8 +995,7 @@ class Longhorn:
             return f"some replicas block eviction: {', '.join(sorted(r.name for r in mine)[:5])}"
         if policy == "allow-if-replica-is-stopped":
             mine = [r for r in mine if self._attached(r.volume)]
-        protected = {n for n in self.pdbs if n != node and self.im_up.get(n)
-                     and not (self.nodes.get(n, {}).get("spec") or {}).get("unschedulable")}
+        protected = {n for n in self.pdbs - self.cordoned if n != node and self.im_up.get(n)}
         for r in sorted(mine, key=lambda r: r.name):
             if not r.healthy and (r.rebuilding or r.waiting or r.cause == "pending"):
                 continue   # never held data
