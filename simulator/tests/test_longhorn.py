@@ -94,6 +94,20 @@ def im_up(w: World, node: str) -> bool:
     return bool(p and (p.get("status") or {}).get("phase") == "Running")
 
 
+def reboot_node_1_under_an_attached_volume(w: World) -> None:
+    """Every instance manager up, the volume attached to node-0 and healthy; then the
+    kubelet's reboot of node-1 (NotReady, its pods Failed) until the volume is degraded."""
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}}, subresource="status")
+    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
+                   NS, subresource="status")
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+
+
 def test_replicas_attach_and_robustness(world_factory: Callable[..., World]) -> None:
     w = world_factory()
     reps = wait_for(lambda: (lambda r: r if len(r) == 3 else None)(
@@ -148,16 +162,7 @@ def test_new_volume_waits_for_instance_managers_instead_of_faulting(
 
 def test_node_reboot_degrades_then_rebuilds(world_factory: Callable[..., World]) -> None:
     w = world_factory()
-    for n in ("node-0", "node-1", "node-2"):
-        wait_for(lambda n=n: im_up(w, n))
-    attach(w)
-    wait_for(lambda: robustness(w) == "healthy")
-    # the kubelet's reboot: node NotReady, its pods Failed
-    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
-        {"type": "Ready", "status": "False"}]}}, subresource="status")
-    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
-                   NS, subresource="status")
-    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    reboot_node_1_under_an_attached_volume(w)
     failed = [r for r in w.client.list(API, "Replica", NS) if r["spec"].get("failedAt")]
     assert [r["spec"]["nodeID"] for r in failed] == ["node-1"]
     assert failed[0]["status"]["currentState"] == "error"
@@ -601,15 +606,7 @@ def test_attaching_reuses_a_failed_replica_without_waiting_for_an_earlier_wait(
     rebuilt when the volume detached, which failed it again. Attached once more, the volume
     controller reuses it at once, not when that earlier wait is due."""
     w = world_factory()
-    for n in ("node-0", "node-1", "node-2"):
-        wait_for(lambda n=n: im_up(w, n))
-    attach(w)
-    wait_for(lambda: robustness(w) == "healthy")
-    w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
-        {"type": "Ready", "status": "False"}]}}, subresource="status")
-    w.client.patch("v1", "Pod", longhorn.im_name("node-1"), {"status": {"phase": "Failed"}},
-                   NS, subresource="status")
-    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    reboot_node_1_under_an_attached_volume(w)
     w.timings.replica_rebuild_s = 1e6
     w.client.patch("v1", "Node", "node-1", {"status": {"conditions": [
         {"type": "Ready", "status": "True"}]}}, subresource="status")
