@@ -297,7 +297,8 @@ def _chart_ready(ctx: ProgramContext, name: str, prev_gen: int) -> bool:
             and int(summ.get("ready", 0)) >= int(summ.get("desiredReady", 1)) and ready)
 
 
-# upgrade_manifests.sh ``patch_longhorn_settings`` (v1.5.1, v1.6.0): Longhorn Setting ->
+# harvester/harvester package/upgrade/upgrade_manifests.sh ``patch_longhorn_settings`` (v1.5.1,
+# v1.6.0): Longhorn Setting ->
 # (the value Longhorn ships as its default, the value Harvester wants, the chart value)
 LONGHORN_SETTING_PATCHES = (
     ("node-drain-policy", "block-if-contains-last-replica", "allow-if-replica-is-stopped",
