@@ -395,6 +395,36 @@ def test_fault_held_replica_is_replaced_after_the_interval(
     assert w.client.get(API, "Replica", victims[0], NS)["spec"]["failedAt"]
 
 
+def scheduled(w: World) -> dict[str, Any]:
+    return next(c for c in (volume(w).get("status") or {}).get("conditions") or []
+                if c.get("type") == "Scheduled")
+
+
+def test_no_node_for_a_new_replica_is_condition_scheduled_false(
+        world_factory: Callable[..., World]) -> None:
+    """Three nodes, three replicas, one held by the volume_degraded fault: once
+    replica-replenishment-wait-interval has passed Longhorn wants a new replica and finds no
+    node without one (precheckCreateReplica): condition ``Scheduled=False``, reason
+    ``ReplicaSchedulingFailure``. The fault heals, the replica is reused: ``True`` again."""
+    w = world_factory()
+    for n in ("node-0", "node-1", "node-2"):
+        wait_for(lambda n=n: im_up(w, n))
+    w.client.patch(API, "Setting", "replica-replenishment-wait-interval", {"value": "30"}, NS)
+    attach(w)
+    wait_for(lambda: robustness(w) == "healthy")
+    assert scheduled(w)["status"] == "True"
+    lh = w.controllers["longhorn"]
+    w.runtime.run_sync(lambda: lh.degrade("pvc-1", 1, 90))
+    wait_for(lambda: robustness(w) == "degraded", what="degraded")
+    assert scheduled(w)["status"] == "True"   # within the interval: waits for the replica
+    wait_for(lambda: scheduled(w)["status"] == "False", what="Scheduled=False")
+    assert scheduled(w)["reason"] == "ReplicaSchedulingFailure"
+    assert robustness(w) == "degraded"
+    wait_for(lambda: robustness(w) == "healthy", what="healed")
+    assert scheduled(w)["status"] == "True"
+    assert not [e for e in w.timeline.snapshot() if e["event"] == "replica_replenished"]
+
+
 def test_healed_fault_replicas_are_reused_one_at_a_time(
         world_factory: Callable[..., World]) -> None:
     """replenishReplicas rebuilds one replica at a time: when a fault on two replicas heals,

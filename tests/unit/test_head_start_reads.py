@@ -172,7 +172,8 @@ def test_the_pre_drain_job_is_created_before_what_follows_it_and_reads_engines_o
     engine = {"metadata": {"name": "e1", "labels": {"longhornvolume": "pvc-a"}},
               "status": {"currentState": "running"}}
     volume = {"metadata": {"name": "pvc-a"},
-              "status": {"state": "attached", "robustness": "degraded"}}
+              "status": {"state": "attached", "robustness": "degraded", "conditions": [
+                  {"type": "Scheduled", "status": "False"}]}}
     replica = {"spec": {"volumeName": "pvc-a", "nodeID": "n3",
                         "healthyAt": "2026-01-01T00:00:00Z"},
                "status": {"currentState": "running"}}

@@ -148,7 +148,7 @@ def test_engines_settled_and_volumes_to_skip_fail_closed() -> None:
     assert node_job._engines_settled(FakeKube({}, {"Engine": UNSERVED}, harvester=False)) is None
 
 
-def test_volumes_to_skip_reads_replicas_only_for_unhealthy_running_engines() -> None:
+def test_volumes_to_skip_only_those_longhorn_cannot_heal() -> None:
     def eng(volume: str, state: str = "running") -> dict[str, Any]:
         return {"metadata": {"name": f"{volume}-e-0", "labels": {"longhornvolume": volume}},
                 "status": {"currentState": state}}
@@ -157,11 +157,18 @@ def test_volumes_to_skip_reads_replicas_only_for_unhealthy_running_engines() -> 
                      "Volume": [vol("a", "healthy"), vol("b", "degraded", "detached")]},
                     {"Replica": FORBIDDEN})
     assert node_job._volumes_to_skip(kube, "n1") == []
-    # a degraded one: its replicas decide (a healthy one elsewhere: skipped), and a
-    # Replica list that fails fails the step
+    # a degraded one being rebuilt (Longhorn placed its replicas): the script waits for it,
+    # as Harvester's does, whatever its replicas
     objects = {"Engine": [eng("a"), eng("c")],
                "Volume": [vol("a", "healthy"), vol("c", "degraded")],
                "Replica": [rep("c", "n2"), rep("c", "n1", running=False)]}
+    assert node_job._volumes_to_skip(FakeKube(objects, {"Replica": FORBIDDEN}), "n1") == []
+    # one Longhorn cannot heal (Scheduled=False): its replicas decide (a healthy one
+    # elsewhere: skipped), and a Replica list that fails fails the step
+    stuck = vol("c", "degraded")
+    stuck["status"]["conditions"] = [{"type": "Scheduled", "status": "False",
+                                      "reason": "ReplicaSchedulingFailure"}]
+    objects["Volume"] = [vol("a", "healthy"), stuck]
     assert node_job._volumes_to_skip(FakeKube(objects), "n1") == ["c"]
     assert node_job._volumes_to_skip(
         FakeKube({**objects, "Replica": [rep("c", "n1")]}), "n1") == []

@@ -362,19 +362,34 @@ def _running_engine_volumes(engines: list[dict[str, Any]], vols: dict[str, dict[
         yield name, vols.get(name)
 
 
+def cannot_place_replica(vol: dict[str, Any]) -> bool:
+    """Whether Longhorn reports it cannot place a replica the volume needs: its condition
+    ``Scheduled`` is ``False`` (longhorn-manager ``volume_controller.go``: reasons
+    ``ReplicaSchedulingFailure`` / ``LocalReplicaSchedulingFailure``, set when a replica
+    finds no node or the pre-check of a new one fails). Such a volume does not heal by
+    waiting; any other unhealthy one is being rebuilt or waits for its replicas' nodes."""
+    for cond in (vol.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Scheduled":
+            return cond.get("status") == "False"
+    return False
+
+
 def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> list[str]:
-    """Volumes with a running engine that are not healthy but not at risk from draining
-    ``node`` (a healthy replica lives elsewhere: :func:`volume_at_risk`). The pre-drain
-    script waits for every running engine's volume to be healthy (≥ 3 nodes) or to have two
-    RW replicas, forever — also for a volume that cannot heal (too few nodes with disks, a
-    replica lost for good) and that our own check already judged safe. ``view``: an
-    :func:`_engine_view` read just now (None: read here)."""
+    """Volumes with a running engine that are not healthy, that Longhorn cannot heal
+    (:func:`cannot_place_replica`) and that draining ``node`` does not put at risk (a
+    healthy replica lives elsewhere: :func:`volume_at_risk`). The pre-drain script waits for
+    every running engine's volume to be healthy (≥ 3 nodes) or to have two RW replicas, with
+    no end, as Harvester does: a volume being rebuilt (the previous node's replicas, back
+    with it) is waited for, so no node goes down while another one's data is still short
+    of copies. Only a volume that cannot heal would hold it forever: that one is handed to
+    the script's bypass. ``view``: an :func:`_engine_view` read just now (None: read here)."""
     what = "Engines, Volumes and Replicas"
     why = f"tell which volumes are safe to drain {node} past"
     engines, vols = view if view is not None else _engine_view(kube, what, why)
-    unhealthy = [vol for _name, vol in _running_engine_volumes(engines, vols)
-                 if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy"]
-    if not unhealthy:   # the script waits for none: no Replica to read
+    stuck = [vol for _name, vol in _running_engine_volumes(engines, vols)
+             if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy"
+             and cannot_place_replica(vol)]
+    if not stuck:   # nothing the script would wait for forever: no Replica to read
         return []
     try:
         replicas = kube.list(LONGHORN_API, "Replica", "longhorn-system")
@@ -386,7 +401,7 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
         raise longhorn_unreadable(exc, what, why) from exc
     out = set()
     by_volume = replicas_by_volume(replicas)
-    for vol in unhealthy:
+    for vol in stuck:
         if volume_at_risk(vol, node, by_volume.get(vol["metadata"]["name"], [])) is None:
             out.add(vol["metadata"]["name"])
     return sorted(out)
@@ -444,7 +459,7 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         if not start_only:
             kube.seed(created)   # the wait below starts from it
         writer.event("NodeJobCreated", f"Job {c.UPGRADE_NS}/{name} created for {node}"
-                     + (f" (volumes judged safe to drain past: {', '.join(skip)})"
+                     + (f" (volumes Longhorn cannot heal, safe to drain past: {', '.join(skip)})"
                         if skip else ""))
         out["changed"] = out["started"] = True
         out["skip_volumes"] = skip

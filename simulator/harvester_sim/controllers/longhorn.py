@@ -155,6 +155,7 @@ class Vol:
     faulted_by: int = 0
     degraded_at: float | None = None    # sim time of status.lastDegradedAt
     replenish_timer: Any = None
+    unschedulable: bool = False         # condition Scheduled=False (ReplicaSchedulingFailure)
 
 
 def replica_available(obj: Obj) -> bool:
@@ -778,7 +779,13 @@ class Longhorn:
                 and "node-role.harvesterhci.io/witness" not in
                 ((o.get("metadata") or {}).get("labels") or {})]
         if not pool:
-            return   # Scheduled=False: no node for a new replica
+            # precheckCreateReplica found no node: condition Scheduled=False, reason
+            # ReplicaSchedulingFailure (volume_controller.go replenishReplicas); the next
+            # change of a node or replica re-checks
+            if not v.unschedulable:
+                v.unschedulable = True
+                self._write_volume(v)
+            return
         node = pool[0]
         rname = f"{v.name}-r-{hashlib.md5((v.name + node).encode()).hexdigest()[:8]}"  # noqa: S324
         try:
@@ -873,6 +880,10 @@ class Longhorn:
                 self._schedule_replenish(v, 0.0)
         else:
             v.degraded_at = None
+        if v.unschedulable and not self._needs_replica(v.name):
+            v.unschedulable = False   # scheduled, nothing to replenish: Scheduled=True
+        scheduled = {"type": "Scheduled", "status": "True"} if not v.unschedulable else {
+            "type": "Scheduled", "status": "False", "reason": "ReplicaSchedulingFailure"}
         users = dict(v.users)
 
         def fn(cur: Obj) -> Obj | None:
@@ -883,7 +894,9 @@ class Longhorn:
             st["state"] = "attached" if v.attached else "detached"
             st["robustness"] = rob
             st["currentNodeID"] = v.attached
-            st.setdefault("conditions", [{"type": "Scheduled", "status": "True"}])
+            conds = [c for c in st.get("conditions") or [] if c.get("type") != "Scheduled"]
+            conds_before = st.get("conditions")
+            st["conditions"] = [scheduled, *conds]
             ks = st.setdefault("kubernetesStatus", {})
             if v.pvc:
                 ks["namespace"], ks["pvcName"] = v.pvc
@@ -899,7 +912,7 @@ class Longhorn:
             # longhorn-manager updates a Volume's status only when it changed (v1.9.1
             # controller/volume_controller.go syncVolume: reflect.DeepEqual on the status)
             return cur if after != before or st.get("kubernetesStatus") != ks_before \
-                or not had_conditions else None
+                or not had_conditions or st["conditions"] != conds_before else None
         try:
             self.c.modify(API, "Volume", v.name, fn, NS, "status")
         except ApiError as exc:
