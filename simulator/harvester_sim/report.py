@@ -377,19 +377,21 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
                     replicas: dict[str, list[str]] | None) -> tuple[float, dict[str, float]]:
     """The nodes' part of the limit, one node after the other, with Longhorn's rebuilds: a
     node goes down (Rancher's drain, then its RKE2 restart, OS install and reboot) only once
-    every attached volume with a replica on it has a healthy replica elsewhere — Longhorn's
-    instance-manager PodDisruptionBudget refuses the drain before that. A volume whose every
-    other replica sits on nodes upgraded earlier in the run waits for one of them to be
-    rebuilt; each of those replicas is rebuilt as long after its node's return as it was in
-    the run (Longhorn's own delay: its instance manager's start, the node's queue of
-    rebuilds under ``concurrent-replica-rebuild-per-node-limit``, the rebuild), counted from
-    that node's return in this schedule, where every node returns as early as its spans
-    allow. So: node i's evacuation starts when node i-1 is back (``B[i-1]``), its drain at
-    ``max(B[i-1] + evacuation[i], the rescue of its volumes)``, ``B[i]`` = that + its RKE2
-    restart, OS install and reboot. ``cordon``: when each node's upgrade began (its first
-    evacuation window's start). Without ``replicas`` (volume -> nodes), or when no rescue
-    comes later than the evacuation, that is the plain sum. Returns the total and each
-    node's wait for Longhorn (seconds, only those > 0)."""
+    every attached volume of the cluster is healthy — Harvester's pre-drain script
+    (``upgrade_node.sh`` ``wait_longhorn_engines``) waits for that, and so do we: the
+    replicas that failed with the nodes upgraded earlier are all rebuilt. Each of those
+    replicas is rebuilt as long after its node's return as it was in the run (Longhorn's own
+    delay: its instance manager's start, the node's queue of rebuilds under
+    ``concurrent-replica-rebuild-per-node-limit``, the rebuild), counted from that node's
+    return in this schedule, where every node returns as early as its spans allow; a replica
+    Longhorn created elsewhere (past ``replica-replenishment-wait-interval``) as long after
+    the start of the node whose upgrade first failed one of the volume's replicas. So: node
+    i's evacuation starts when node i-1 is back (``B[i-1]``), its drain at
+    ``max(B[i-1] + evacuation[i], every earlier node's rebuilds done)``, ``B[i]`` = that +
+    its RKE2 restart, OS install and reboot. ``cordon``: when each node's upgrade began (its
+    first evacuation window's start). Without ``replicas`` (volume -> nodes), or when no
+    rebuild ends later than the evacuation, that is the plain sum. Returns the total and
+    each node's wait for Longhorn (seconds, only those > 0)."""
     parts: dict[str, float] = defaultdict(float)
     first: dict[str, float] = {}
     back: dict[str, float] = {}
@@ -405,13 +407,11 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
     failed: dict[tuple[str, str], list[float]] = defaultdict(list)
     rebuilt: dict[tuple[str, str], list[float]] = defaultdict(list)
     created: dict[tuple[str, str], float] = {}
-    placed: dict[str, set[str]] = {v: set(ns) for v, ns in replicas.items()}
     for e in raw:
         ev = e.get("event")
         if ev in ("replica_failed", "replica_rebuilt", "replica_replenished") \
                 and e.get("volume") and e.get("node"):
             key = (str(e["volume"]), str(e["node"]))
-            placed.setdefault(key[0], set()).add(key[1])
             t = float(e.get("t") or 0.0)
             if ev == "replica_replenished":
                 created.setdefault(key, t)
@@ -442,34 +442,28 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
         done = [t for t in rebuilt.get((volume, node), ()) if t >= t1]
         return min(done) - t1 if done else float("inf")
 
-    volumes_on: dict[str, list[str]] = defaultdict(list)
-    for vol, nodes in placed.items():
-        for n in nodes:
-            volumes_on[n].append(vol)
+    # how long after each node's return the last of the replicas that failed with its
+    # upgrade was rebuilt (replicas never rebuilt: their volume detached, or Longhorn
+    # replaced them, below)
+    heal: dict[str, float] = {}
+    for vol, node in failed:
+        if node in rank:
+            d = delay(vol, node)
+            if d is not None and d != float("inf"):
+                heal[node] = max(heal.get(node, 0.0), d)
     ideal_back: dict[str, float] = {}
     waits: dict[str, float] = {}
     t = 0.0
     for node in order:
         ready = t + evac.get(node, 0.0)
         rescue = ready
-        for vol in volumes_on.get(node, ()):
-            if (vol, node) in created:
-                continue    # created during the run: not among what the drain takes
-            whens: list[float] = []
-            for o in placed[vol] - {node}:
-                if (vol, o) in created:
-                    when = new_replica(vol, o, node)
-                elif o in rank and rank[o] < rank[node]:
-                    d = delay(vol, o)
-                    when = None if d is None else ideal_back[o] + d
-                else:
-                    when = None  # on a node not upgraded before this one: still healthy
-                if when is None:
-                    break
-                whens.append(when)
-            else:
-                if whens and min(whens) != float("inf"):
-                    rescue = max(rescue, min(whens))
+        for o, back_o in ideal_back.items():
+            if o in heal:
+                rescue = max(rescue, back_o + heal[o])
+        for vol, o in created:
+            when = new_replica(vol, o, node)
+            if when is not None and when != float("inf"):
+                rescue = max(rescue, when)
         if rescue > ready:
             waits[node] = round(rescue - ready, 3)
         ideal_start[node] = rescue
@@ -495,9 +489,9 @@ def critical_path(timeline: list[dict[str, Any]],
       back): its evacuation — KubeVirt runs at most min(parallelOutboundMigrationsPerNode,
       parallelMigrationsPerCluster) of its migrations at a time, so the longest one or their
       sum over that many lanes, whichever is longer (and no shorter than its longest VM
-      shutdown) — or, when longer, the wait for Longhorn to rebuild a healthy replica
-      elsewhere of each volume it holds (:func:`_longhorn_bound`, with ``replicas``: volume
-      -> nodes), then RKE2 restart, OS install Job, reboot to Ready
+      shutdown) — or, when longer, the wait for Longhorn to rebuild the replicas that failed
+      with the nodes before it, every attached volume healthy (:func:`_longhorn_bound`, with
+      ``replicas``: volume -> nodes), then RKE2 restart, OS install Job, reboot to Ready
     + image cleanup: the longest Job, or all of them shared by the cleanup plan's SUC
       concurrency (1 when not recorded, as upstream's plan).
 

@@ -421,28 +421,32 @@ def _rebuild_run(extra_replica_node: str | None = None) -> tuple[list[dict[str, 
     return tl, {"v": nodes}
 
 
-def test_the_limit_waits_for_longhorn_to_rebuild_a_replica_elsewhere() -> None:
-    """A node goes down only once each of its volumes has a healthy replica elsewhere
-    (Longhorn's instance-manager PDB): n3's volume waits for its replica on n2, rebuilt 50 s
-    after n2's return — in the limit's own schedule, where n2 returns at 200 s."""
+def test_the_limit_waits_for_longhorn_to_rebuild_what_the_earlier_nodes_failed() -> None:
+    """A node goes down only once every attached volume is healthy (Harvester's pre-drain
+    ``wait_longhorn_engines``): the replicas that failed with the nodes before it are
+    rebuilt, each as long after its node's return as in the run, counted in the limit's own
+    schedule. n2 waits for n1's replica (rebuilt 500 s after n1's return at 100 s); n3 for
+    n2's (50 s after n2's return, at 700 s there)."""
     tl, replicas = _rebuild_run()
     plain = report.critical_path(tl)
     assert plain["nodes_s"] == 300 and plain["longhorn_wait_s"] == 0
     cp = report.critical_path(tl, None, replicas)
-    assert cp["longhorn_waits"] == {"n3": 50}
-    assert cp["longhorn_wait_s"] == 50
-    assert cp["total_s"] == plain["total_s"] + 50
-    # n2's replica never rebuilt: the next chance is n1's, 500 s after n1's return at 100
+    assert cp["longhorn_waits"] == {"n2": 500, "n3": 50}
+    assert cp["longhorn_wait_s"] == 550
+    assert cp["total_s"] == plain["total_s"] + 550
+    # n2's replica never rebuilt (the volume detached, or Longhorn replaced it): nothing
+    # to wait for from n2; n1's is done before n3 is ready
     late = [e for e in tl if not (e["event"] == "replica_rebuilt" and e["node"] == "n2")]
-    assert report.critical_path(late, None, replicas)["longhorn_waits"] == {"n3": 600 - 200}
+    assert report.critical_path(late, None, replicas)["longhorn_waits"] == {"n2": 500}
 
 
-def test_the_limit_does_not_wait_for_a_volume_with_a_replica_on_a_node_not_down() -> None:
-    # v also has a replica on n4, never upgraded: it stays healthy, nothing waits
+def test_the_limit_waits_only_for_replicas_that_failed_with_their_nodes() -> None:
+    # a replica on a node never upgraded does not spare the wait: every volume is to be
+    # healthy, not only to have a healthy replica somewhere
     tl, replicas = _rebuild_run("n4")
     cp = report.critical_path(tl, None, replicas)
-    assert cp["longhorn_waits"] == {} and cp["longhorn_wait_s"] == 0
+    assert cp["longhorn_waits"] == {"n2": 500, "n3": 50}
     # a replica that did not fail with its node's upgrade (a detached volume) stays healthy
     tl, replicas = _rebuild_run()
-    kept = [e for e in tl if not (e["event"] == "replica_failed" and e["node"] == "n2")]
+    kept = [e for e in tl if not (e["event"] == "replica_failed" and e["node"] in ("n1", "n2"))]
     assert report.critical_path(kept, None, replicas)["longhorn_wait_s"] == 0
