@@ -440,26 +440,33 @@ def _longhorn_bound(raw: list[dict[str, Any]], chain: list[dict[str, Any]],
         if not any(t0 <= t <= t1 for t in failed.get((volume, node), ())):
             return None
         done = [t for t in rebuilt.get((volume, node), ()) if t >= t1]
-        return min(done) - t1 if done else float("inf")
+        if not done or any(t1 < t < min(done) for t in failed.get((volume, node), ())):
+            # never rebuilt, or failed again first (its volume detached while it was being
+            # rebuilt): the pre-drain wait, which counts running engines only, let it be
+            return float("inf")
+        return min(done) - t1
 
-    # how long after each node's return the last of the replicas that failed with its
-    # upgrade was rebuilt (replicas never rebuilt: their volume detached, or Longhorn
-    # replaced them, below)
-    heal: dict[str, float] = {}
+    # each node's replicas that failed with its upgrade and were rebuilt: (when in the run,
+    # how long after the node's return); never rebuilt (its volume detached, or Longhorn
+    # replaced it, below): not waited for
+    heal: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for vol, node in failed:
         if node in rank:
             d = delay(vol, node)
             if d is not None and d != float("inf"):
-                heal[node] = max(heal.get(node, 0.0), d)
+                heal[node].append((back[node] + d, d))
     ideal_back: dict[str, float] = {}
     waits: dict[str, float] = {}
     t = 0.0
     for node in order:
         ready = t + evac.get(node, 0.0)
         rescue = ready
+        # a rebuild the run had not finished when this node went down (its RKE2 restart)
+        # was not waited for (a volume handed to the script's bypass): nor is it here
         for o, back_o in ideal_back.items():
-            if o in heal:
-                rescue = max(rescue, back_o + heal[o])
+            for done, d in heal.get(o, ()):
+                if done <= first[node]:
+                    rescue = max(rescue, back_o + d)
         for vol, o in created:
             when = new_replica(vol, o, node)
             if when is not None and when != float("inf"):

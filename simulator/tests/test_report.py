@@ -402,20 +402,20 @@ def test_a_jobs_span_counts_its_pods_start_not_the_programs_earlier_steps() -> N
 def _rebuild_run(extra_replica_node: str | None = None) -> tuple[list[dict[str, Any]],
                                                                   dict[str, list[str]]]:
     """Three nodes upgraded one after the other (a 100 s reboot each); volume ``v`` has a
-    replica on each. Its replica on n1 is rebuilt 500 s after n1's return, the one on n2
-    50 s after n2's. n3 may go down only once one of them is rebuilt."""
+    replica on each. Its replica on n1 is rebuilt 50 s after n1's return, the one on n2
+    30 s after n2's; each next node went down only once they were (the pre-drain wait)."""
     tl = [
         {"t": -10, "event": "node_cordoned", "node": "n1"},
         {"t": -5, "event": "replica_failed", "volume": "v", "node": "n1"},
         span("reboot", 0, 100, node="n1"),
         {"t": 110, "event": "node_cordoned", "node": "n2"},
-        {"t": 115, "event": "replica_failed", "volume": "v", "node": "n2"},
-        span("reboot", 120, 220, node="n2"),
-        {"t": 270, "event": "replica_rebuilt", "volume": "v", "node": "n2"},
-        {"t": 300, "event": "node_cordoned", "node": "n3"},
-        {"t": 310, "event": "replica_failed", "volume": "v", "node": "n3"},
-        span("reboot", 330, 430, node="n3"),
-        {"t": 600, "event": "replica_rebuilt", "volume": "v", "node": "n1"},
+        {"t": 150, "event": "replica_rebuilt", "volume": "v", "node": "n1"},
+        {"t": 155, "event": "replica_failed", "volume": "v", "node": "n2"},
+        span("reboot", 160, 260, node="n2"),
+        {"t": 270, "event": "node_cordoned", "node": "n3"},
+        {"t": 290, "event": "replica_rebuilt", "volume": "v", "node": "n2"},
+        {"t": 295, "event": "replica_failed", "volume": "v", "node": "n3"},
+        span("reboot", 300, 400, node="n3"),
     ]
     nodes = ["n1", "n2", "n3"] + ([extra_replica_node] if extra_replica_node else [])
     return tl, {"v": nodes}
@@ -425,27 +425,36 @@ def test_the_limit_waits_for_longhorn_to_rebuild_what_the_earlier_nodes_failed()
     """A node goes down only once every attached volume is healthy (Harvester's pre-drain
     ``wait_longhorn_engines``): the replicas that failed with the nodes before it are
     rebuilt, each as long after its node's return as in the run, counted in the limit's own
-    schedule. n2 waits for n1's replica (rebuilt 500 s after n1's return at 100 s); n3 for
-    n2's (50 s after n2's return, at 700 s there)."""
+    schedule. n2 waits for n1's replica (50 s after n1's return at 100 s); n3 for n2's (30 s
+    after n2's return, at 250 s there)."""
     tl, replicas = _rebuild_run()
     plain = report.critical_path(tl)
     assert plain["nodes_s"] == 300 and plain["longhorn_wait_s"] == 0
     cp = report.critical_path(tl, None, replicas)
-    assert cp["longhorn_waits"] == {"n2": 500, "n3": 50}
-    assert cp["longhorn_wait_s"] == 550
-    assert cp["total_s"] == plain["total_s"] + 550
-    # n2's replica never rebuilt (the volume detached, or Longhorn replaced it): nothing
-    # to wait for from n2; n1's is done before n3 is ready
+    assert cp["longhorn_waits"] == {"n2": 50, "n3": 30}
+    assert cp["longhorn_wait_s"] == 80
+    assert cp["total_s"] == plain["total_s"] + 80
+    # n2's replica never rebuilt (Longhorn replaced it, or its volume detached): nothing to
+    # wait for from n2
     late = [e for e in tl if not (e["event"] == "replica_rebuilt" and e["node"] == "n2")]
-    assert report.critical_path(late, None, replicas)["longhorn_waits"] == {"n2": 500}
+    assert report.critical_path(late, None, replicas)["longhorn_waits"] == {"n2": 50}
 
 
-def test_the_limit_waits_only_for_replicas_that_failed_with_their_nodes() -> None:
+def test_the_limit_waits_only_for_the_rebuilds_the_run_waited_for() -> None:
     # a replica on a node never upgraded does not spare the wait: every volume is to be
     # healthy, not only to have a healthy replica somewhere
     tl, replicas = _rebuild_run("n4")
-    cp = report.critical_path(tl, None, replicas)
-    assert cp["longhorn_waits"] == {"n2": 500, "n3": 50}
+    assert report.critical_path(tl, None, replicas)["longhorn_waits"] == {"n2": 50, "n3": 30}
+    # a rebuild that ended after the next node went down (its volume handed to the
+    # script's bypass) was not waited for: not here either
+    later = tl + [{"t": 5, "event": "replica_failed", "volume": "w", "node": "n1"},
+                  {"t": 500, "event": "replica_rebuilt", "volume": "w", "node": "n1"}]
+    assert report.critical_path(later, None, replicas)["longhorn_waits"] == {
+        "n2": 50, "n3": 30}
+    # a replica that failed again before its rebuild ended (its volume detached meanwhile:
+    # the script waits for running engines only) is not waited for
+    again = tl + [{"t": 120, "event": "replica_failed", "volume": "v", "node": "n1"}]
+    assert report.critical_path(again, None, replicas)["longhorn_waits"] == {"n3": 30}
     # a replica that did not fail with its node's upgrade (a detached volume) stays healthy
     tl, replicas = _rebuild_run()
     kept = [e for e in tl if not (e["event"] == "replica_failed" and e["node"] in ("n1", "n2"))]
