@@ -116,7 +116,9 @@ options:
     type: int
     default: 600
   job_timeout:
-    description: Seconds the post-drain (or single-node-upgrade) Job may run.
+    description: Seconds the pre-drain and post-drain (or single-node-upgrade) Jobs may
+      run; the pre-drain Job's run includes upgrade_node.sh's wait for every running Longhorn
+      volume to be healthy.
     type: int
     default: 3600
   node_timeout:

@@ -176,6 +176,27 @@ def test_volumes_to_skip_only_those_longhorn_cannot_heal() -> None:
         node_job._volumes_to_skip(FakeKube(objects, {"Replica": FORBIDDEN}), "n1")
 
 
+def test_a_pre_drain_timeout_names_the_volumes_the_script_waits_for() -> None:
+    def eng(volume: str, state: str = "running") -> dict[str, Any]:
+        return {"metadata": {"name": f"{volume}-e-0", "labels": {"longhornvolume": volume}},
+                "status": {"currentState": state}}
+    stuck = vol("c", "degraded")
+    stuck["status"]["conditions"] = [{"type": "Scheduled", "status": "False"}]
+    kube = FakeKube({"Engine": [eng("a"), eng("b"), eng("c"), eng("d", "stopped")],
+                     "Volume": [vol("a", "healthy"), vol("b", "degraded"), stuck,
+                                vol("d", "degraded", "detached")]})
+    assert node_job._longhorn_hold(kube) == (
+        "; upgrade_node.sh waits for every running Longhorn volume to be healthy, and 2 are "
+        "not: b (degraded), c (degraded, Longhorn cannot place a replica)")
+    many = FakeKube({"Engine": [eng(f"v{i:02}") for i in range(12)],
+                     "Volume": [vol(f"v{i:02}", "degraded") for i in range(12)]})
+    assert node_job._longhorn_hold(many).endswith("v09 (degraded) and 2 more")
+    # nothing to name, or Longhorn unreadable now: the timeout's own message stands
+    assert node_job._longhorn_hold(FakeKube({"Engine": [eng("a")],
+                                             "Volume": [vol("a", "healthy")]})) == ""
+    assert node_job._longhorn_hold(FakeKube({}, {"Engine": FORBIDDEN})) == ""
+
+
 def test_pdb_blocking_ignores_launchers_and_daemonsets() -> None:
     pdb = {"metadata": {"name": "web", "namespace": "default"},
            "spec": {"selector": {"matchLabels": {"app": "web"}}},

@@ -407,6 +407,29 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
     return sorted(out)
 
 
+def _longhorn_hold(kube: Kube) -> str:
+    """What the pre-drain script's ``wait_longhorn_engines`` is still waiting for, to follow
+    a timeout's message: the running engines' volumes that are not healthy (Longhorn still
+    rebuilding them, or unable to). Empty when there are none or they cannot be read now;
+    the timeout stands either way."""
+    try:
+        engines, vols = _engine_view(kube, "Engines and Volumes", "name what the Job waits for")
+    except NodeLoopError:
+        return ""
+    waiting = sorted(f"{name} ({(vol.get('status') or {}).get('robustness') or 'unknown'}"
+                     + (", Longhorn cannot place a replica" if cannot_place_replica(vol)
+                        else "") + ")"
+                     for name, vol in _running_engine_volumes(engines, vols)
+                     if vol is not None
+                     and (vol.get("status") or {}).get("robustness") != "healthy")
+    if not waiting:
+        return ""
+    shown = ", ".join(waiting[:10]) + (f" and {len(waiting) - 10} more" if len(waiting) > 10
+                                       else "")
+    return ("; upgrade_node.sh waits for every running Longhorn volume to be healthy, and "
+            f"{len(waiting)} are not: {shown}")
+
+
 def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: float = 3600,
                       start_only: bool = False, fail: bool = True,
                       on_created: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -478,9 +501,10 @@ def run_pre_drain_job(kube: Kube, writer: PlanWriter, node: str, *, timeout: flo
         try:
             outcome = _await_job(kube, name, timeout)
         except WaitTimeout as exc:
+            why = f"{exc}{_longhorn_hold(kube)}"
             if not fail:
-                return {**out, "why": str(exc)}
-            writer.fail_node(node, "PreDrainFailed", "JobTimeout", str(exc))
+                return {**out, "why": why}
+            writer.fail_node(node, "PreDrainFailed", "JobTimeout", why)
             raise
         if outcome[0] == "failed":
             return _pre_drain_failed(writer, node, outcome, out, fail)
