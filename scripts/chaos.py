@@ -80,14 +80,15 @@ class Profile:
 
 
 # three-node and five-node-mixed: ~20 s at speed 100 (the 1-15 s window of docs/resilience.md);
-# twenty-node 153 s at speed 60 and hundred-node 346 s at speed 300, the bench's speeds
-# (benchmarks/results/20261126T184026Z.json).
+# twenty-node ~250 s at speed 60 and hundred-node ~515 s at speed 300, the bench's speeds
+# (benchmarks/results/20261129T051541Z.json: each node waits for the previous node's Longhorn
+# rebuilds, as Harvester's pre-drain script does).
 PROFILES: dict[str, Profile] = {
     "three-node": Profile(speed=100.0, run_s=20.0, mode="time"),
     "five-node-mixed": Profile(speed=100.0, run_s=20.0, mode="time"),
     "five-node-mixed-rwo-off": Profile(speed=100.0, run_s=20.0, mode="time"),
-    "twenty-node": Profile(speed=60.0, run_s=155.0, mode="time"),
-    "hundred-node": Profile(speed=300.0, run_s=350.0, mode="milestone"),
+    "twenty-node": Profile(speed=60.0, run_s=250.0, mode="time"),
+    "hundred-node": Profile(speed=300.0, run_s=515.0, mode="milestone"),
 }
 # any other scenario (a file, a fault variant): a small cluster's
 DEFAULT_PROFILE = Profile(speed=100.0, run_s=30.0, mode="time")

@@ -98,7 +98,7 @@ def test_small_scenarios_keep_the_time_window_and_hundred_node_runs_at_bench_spe
 def test_options_override_the_profile() -> None:
     (pl,) = chaos.plan_runs(["hundred-node"], 600.0, "time", 2.0, None, None)
     assert pl["mode"] == "time" and pl["speed"] == 600.0
-    assert pl["kill_window"] == (2.0, round(0.75 * 350 * 300 / 600, 1))
+    assert pl["kill_window"] == (2.0, round(0.75 * 515 * 300 / 600, 1))
     (pl,) = chaos.plan_runs(["three-node"], 200.0, "auto", 1.0, 8.0, 120.0)
     assert pl["kill_window"] == (1.0, 8.0) and pl["run_timeout"] == 120.0
 
@@ -109,7 +109,7 @@ def test_cli_prints_each_scenarios_plan_and_overrides_and_starts_nothing(
                      "--out", str(tmp_path / "c")])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "hundred-node: speed 300, mode milestone, run timeout 3500 s; scenario overrides " \
+    assert "hundred-node: speed 300, mode milestone, run timeout 5150 s; scenario overrides " \
         "for hundred-node: none" in out
     assert "five-node-mixed: speed 100, mode time, kills after 1-15 s" in out
     assert "volumes_healthy" in out
