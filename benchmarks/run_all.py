@@ -88,8 +88,10 @@ def hook_reactions(run: Run) -> dict[str, list[float]]:
     migration started or VM stopped from it, or the answer itself when it had no VMs);
     ``post_drain_set`` -> our post-drain Job's program starting (``os_install`` span
     start), else the reboot, else the answer.
-    ``done_to_answer``: the last migration/stop off the node -> ``hook_acked`` pre-drain;
-    the node Ready again after its reboot -> ``hook_acked`` post-drain.
+    ``done_to_answer``: the last migration/stop off the node, or when later the last Longhorn
+    rebuild while the node's pre-drain script ran (it waits for every running volume to be
+    healthy: that wait is Longhorn's work, not a reaction) -> ``hook_acked`` pre-drain; the
+    node Ready again after its reboot -> ``hook_acked`` post-drain.
     """
     tl = run.report.get("timeline") or []
     out: dict[str, list[float]] = {"set_to_action": [], "done_to_answer": []}
@@ -102,6 +104,13 @@ def hook_reactions(run: Run) -> dict[str, list[float]]:
             hook = "pre-drain" if ev == "pre_drain_set" else "post-drain"
             pending[(node, hook)] = {"set": w, "action": None, "done": None}
             continue
+        if ev == "replica_rebuilt":   # on another node: a pre-drain script still running
+            for (_n, hook), p in pending.items():   # may be waiting for it
+                if hook == "pre-drain" and p["done"] is not None and not p.get("script_done"):
+                    p["done"] = w
+            continue
+        if ev == "pre_drain_done" and (node, "pre-drain") in pending:
+            pending[(node, "pre-drain")]["script_done"] = True
         for hook in ("pre-drain", "post-drain"):
             p = pending.get((node, hook))
             if p is None:
@@ -119,6 +128,7 @@ def hook_reactions(run: Run) -> dict[str, list[float]]:
                     p["action"] = w
                 if ev in ("vm_migration_succeeded", "vm_stopped"):
                     p["done"] = w
+
             elif hook == "post-drain":
                 if p["action"] is None and ev == "span" and e.get("what") == "os_install":
                     # our post-drain Job's program started (its span ends later)
