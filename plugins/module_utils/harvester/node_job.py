@@ -370,7 +370,7 @@ def cannot_place_replica(vol: dict[str, Any]) -> bool:
     waiting; any other unhealthy one is being rebuilt or waits for its replicas' nodes."""
     for cond in (vol.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Scheduled":
-            return cond.get("status") == "False"
+            return str(cond.get("status")) == "False"
     return False
 
 
