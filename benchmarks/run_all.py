@@ -128,7 +128,6 @@ def hook_reactions(run: Run) -> dict[str, list[float]]:
                     p["action"] = w
                 if ev in ("vm_migration_succeeded", "vm_stopped"):
                     p["done"] = w
-
             elif hook == "post-drain":
                 if p["action"] is None and ev == "span" and e.get("what") == "os_install":
                     # our post-drain Job's program started (its span ends later)

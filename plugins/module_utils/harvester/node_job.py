@@ -362,6 +362,15 @@ def _running_engine_volumes(engines: list[dict[str, Any]], vols: dict[str, dict[
         yield name, vols.get(name)
 
 
+def _unhealthy_running_volumes(engines: list[dict[str, Any]], vols: dict[str, dict[str, Any]]
+                               ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The volumes the pre-drain script's ``wait_longhorn_engines`` waits for: those of the
+    running engines (:func:`_running_engine_volumes`) that are not healthy."""
+    for name, vol in _running_engine_volumes(engines, vols):
+        if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy":
+            yield name, vol
+
+
 def cannot_place_replica(vol: dict[str, Any]) -> bool:
     """Whether Longhorn reports it cannot place a replica the volume needs: its condition
     ``Scheduled`` is ``False`` (longhorn-manager ``volume_controller.go``: reasons
@@ -386,9 +395,8 @@ def _volumes_to_skip(kube: Kube, node: str, view: EngineView | None = None) -> l
     what = "Engines, Volumes and Replicas"
     why = f"tell which volumes are safe to drain {node} past"
     engines, vols = view if view is not None else _engine_view(kube, what, why)
-    stuck = [vol for _name, vol in _running_engine_volumes(engines, vols)
-             if vol is not None and (vol.get("status") or {}).get("robustness") != "healthy"
-             and cannot_place_replica(vol)]
+    stuck = [vol for _name, vol in _unhealthy_running_volumes(engines, vols)
+             if cannot_place_replica(vol)]
     if not stuck:   # nothing the script would wait for forever: no Replica to read
         return []
     try:
@@ -419,9 +427,7 @@ def _longhorn_hold(kube: Kube) -> str:
     waiting = sorted(f"{name} ({(vol.get('status') or {}).get('robustness') or 'unknown'}"
                      + (", Longhorn cannot place a replica" if cannot_place_replica(vol)
                         else "") + ")"
-                     for name, vol in _running_engine_volumes(engines, vols)
-                     if vol is not None
-                     and (vol.get("status") or {}).get("robustness") != "healthy")
+                     for name, vol in _unhealthy_running_volumes(engines, vols))
     if not waiting:
         return ""
     shown = ", ".join(waiting[:10]) + (f" and {len(waiting) - 10} more" if len(waiting) > 10

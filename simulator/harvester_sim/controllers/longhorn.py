@@ -780,8 +780,8 @@ class Longhorn:
                 ((o.get("metadata") or {}).get("labels") or {})]
         if not pool:
             # precheckCreateReplica found no node: condition Scheduled=False, reason
-            # ReplicaSchedulingFailure (volume_controller.go replenishReplicas); the next
-            # change of a node or replica re-checks
+            # ReplicaSchedulingFailure (longhorn-manager v1.9.1 controller/volume_controller.go
+            # replenishReplicas); the next change of a node or replica re-checks
             if not v.unschedulable:
                 v.unschedulable = True
                 self._write_volume(v)
@@ -881,7 +881,8 @@ class Longhorn:
         else:
             v.degraded_at = None
         if v.unschedulable and not self._needs_replica(v.name):
-            v.unschedulable = False   # scheduled, nothing to replenish: Scheduled=True
+            # all replicas placed, nothing to replenish: Scheduled=True (ReconcileVolumeState)
+            v.unschedulable = False
         scheduled = {"type": "Scheduled", "status": "True"} if not v.unschedulable else {
             "type": "Scheduled", "status": "False", "reason": "ReplicaSchedulingFailure"}
         users = dict(v.users)
@@ -890,7 +891,6 @@ class Longhorn:
             st = cur.setdefault("status", {})
             before = {k: st.get(k) for k in ("state", "robustness", "currentNodeID")}
             ks_before = copy.deepcopy(st.get("kubernetesStatus"))
-            had_conditions = "conditions" in st
             st["state"] = "attached" if v.attached else "detached"
             st["robustness"] = rob
             st["currentNodeID"] = v.attached
@@ -912,7 +912,7 @@ class Longhorn:
             # longhorn-manager updates a Volume's status only when it changed (v1.9.1
             # controller/volume_controller.go syncVolume: reflect.DeepEqual on the status)
             return cur if after != before or st.get("kubernetesStatus") != ks_before \
-                or not had_conditions or st["conditions"] != conds_before else None
+                or st["conditions"] != conds_before else None
         try:
             self.c.modify(API, "Volume", v.name, fn, NS, "status")
         except ApiError as exc:
